@@ -1,0 +1,46 @@
+# All third-party dependencies, found once, here. Every one is a Debian 12 package
+# installed by scripts/install-deps.sh.
+find_package(Threads REQUIRED)
+find_package(OpenMP REQUIRED)
+find_package(PkgConfig REQUIRED)
+
+# TOML++ ships a CMake package on Debian 12.
+find_package(tomlplusplus REQUIRED)
+# CLI11, spdlog and fmt: header/config packages.
+find_package(CLI11 REQUIRED)
+find_package(fmt REQUIRED)
+find_package(spdlog REQUIRED)
+# RocksDB (only the coordinator's state store links it).
+find_package(RocksDB CONFIG QUIET)
+if(NOT RocksDB_FOUND)
+  find_library(ROCKSDB_LIBRARY rocksdb REQUIRED)
+  add_library(RocksDB::rocksdb UNKNOWN IMPORTED)
+  set_target_properties(RocksDB::rocksdb PROPERTIES IMPORTED_LOCATION ${ROCKSDB_LIBRARY})
+endif()
+# Boost.DLL is header-only; it must use std::filesystem rather than Boost.Filesystem.
+find_package(Boost 1.74 REQUIRED)
+add_library(partrain_boost_dll INTERFACE)
+target_link_libraries(partrain_boost_dll INTERFACE Boost::headers ${CMAKE_DL_LIBS})
+target_compile_definitions(partrain_boost_dll INTERFACE BOOST_DLL_USE_STD_FS)
+# OpenBLAS for CPU GEMMs (cblas_sgemm).
+find_path(OPENBLAS_INCLUDE_DIR cblas.h PATH_SUFFIXES openblas REQUIRED)
+find_library(OPENBLAS_LIBRARY NAMES openblas REQUIRED)
+add_library(partrain_openblas INTERFACE)
+target_include_directories(partrain_openblas INTERFACE ${OPENBLAS_INCLUDE_DIR})
+target_link_libraries(partrain_openblas INTERFACE ${OPENBLAS_LIBRARY})
+# Gloo: collectives over TCP for CPU ranks. Debian ships headers and a library, no CMake config.
+find_path(GLOO_INCLUDE_DIR gloo/allreduce.h)
+find_library(GLOO_LIBRARY gloo)
+if(GLOO_INCLUDE_DIR AND GLOO_LIBRARY)
+  add_library(partrain_gloo INTERFACE)
+  target_include_directories(partrain_gloo INTERFACE ${GLOO_INCLUDE_DIR})
+  target_link_libraries(partrain_gloo INTERFACE ${GLOO_LIBRARY} Threads::Threads)
+endif()
+# hwloc for CPU affinity of worker processes.
+pkg_check_modules(HWLOC IMPORTED_TARGET hwloc)
+# Slurm's spank.h for the SPANK plugin (header only: the plugin is loaded by Slurm).
+find_path(SLURM_INCLUDE_DIR slurm/spank.h)
+# GoogleTest for the unit tests.
+if(PARTRAIN_TESTS)
+  find_package(GTest REQUIRED)
+endif()

@@ -1,0 +1,37 @@
+# A real installation: bin/, lib/partrain/plugins/, include/partrain/ (the SDK),
+# lib/cmake/partrain/ (so a plugin author writes find_package(partrain)),
+# share/man/, etc/partrain/. CPack turns it into a .deb.
+include(CMakePackageConfigHelpers)
+
+install(DIRECTORY include/partrain DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(FILES etc/partrain.toml DESTINATION ${CMAKE_INSTALL_SYSCONFDIR}/partrain)
+install(DIRECTORY etc/examples DESTINATION ${CMAKE_INSTALL_DATADIR}/partrain)
+foreach(section 1 5 8)
+  file(GLOB pages ${CMAKE_CURRENT_SOURCE_DIR}/man/*.${section})
+  if(pages)
+    install(FILES ${pages} DESTINATION ${CMAKE_INSTALL_MANDIR}/man${section})
+  endif()
+endforeach()
+
+install(EXPORT partrainTargets NAMESPACE partrain::
+        DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/partrain)
+configure_package_config_file(cmake/partrainConfig.cmake.in
+  ${CMAKE_CURRENT_BINARY_DIR}/partrainConfig.cmake
+  INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/partrain
+  PATH_VARS CMAKE_INSTALL_INCLUDEDIR)
+write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/partrainConfigVersion.cmake
+  COMPATIBILITY SameMinorVersion)
+install(FILES ${CMAKE_CURRENT_BINARY_DIR}/partrainConfig.cmake
+              ${CMAKE_CURRENT_BINARY_DIR}/partrainConfigVersion.cmake
+        DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/partrain)
+
+set(CPACK_GENERATOR DEB)
+set(CPACK_PACKAGE_NAME partrain)
+set(CPACK_PACKAGE_CONTACT "partrain developers <partrain@localhost>")
+set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "${PROJECT_DESCRIPTION}")
+set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
+set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS OFF)
+set(CPACK_DEBIAN_PACKAGE_DEPENDS
+    "libtomlplusplus3, librocksdb7.8, libgloo0, libopenblas0, libfmt9, libspdlog1.10")
+set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
+include(CPack)

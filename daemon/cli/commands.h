@@ -1,0 +1,19 @@
+// The subcommands of `partrain`. Each cmd_NAME.cc defines one register_NAME that adds a
+// CLI11 subcommand whose callback stores its exit code in *result.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace partrain::cli {
+
+struct CommandResult {
+  int exit_code = 0;
+};
+
+void register_layout(CLI::App& app, CommandResult* result);
+
+inline void register_commands(CLI::App& app, CommandResult* result) {
+  register_layout(app, result);
+}
+
+}  // namespace partrain::cli

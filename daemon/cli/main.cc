@@ -1,0 +1,42 @@
+// partrain: the user's command. Each subcommand lives in its own cmd_*.cc and registers
+// itself here. Exit codes: 0 success, 2 usage or configuration error (one line on stderr,
+// never a stack trace), 1 any other failure; `partrain run` documents more in partrain(1).
+#include <cstdio>
+#include <exception>
+
+#include <CLI/CLI.hpp>
+
+#include "cli/commands.h"
+#include "cli/exit_codes.h"
+
+#ifndef PARTRAIN_VERSION
+#define PARTRAIN_VERSION "unknown"
+#endif
+
+int main(int argc, char** argv) {
+  CLI::App app{"partrain: tensor x pipeline x data parallel training of transformer language "
+               "models, next to Slurm.\nSee partrain(1)."};
+  app.set_version_flag("--version", std::string("partrain ") + PARTRAIN_VERSION);
+  app.require_subcommand(1);
+  app.fallthrough(false);
+
+  partrain::cli::CommandResult result;
+  partrain::cli::register_commands(app, &result);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "partrain: %s (see partrain --help)\n", e.what());
+    return partrain::cli::kExitUsage;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "partrain: internal error: %s\n", e.what());
+    return partrain::cli::kExitFailure;
+  }
+  return result.exit_code;
+}

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Builds partrain with warnings as errors and runs the whole test suite (every label
+# that this machine can run; gpu tests skip where there is no device).
+#   bash scripts/test.sh            build in ./build and run ctest
+#   BUILD_DIR=b JOBS=4 bash scripts/test.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install-deps.sh
+build=${BUILD_DIR:-build}
+jobs=${JOBS:-$(nproc)}
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPARTRAIN_WERROR=ON >/dev/null
+cmake --build "$build" -j "$jobs"
+ctest --test-dir "$build" --output-on-failure -j "$jobs" --timeout 600
