@@ -1,0 +1,55 @@
+// Training data: memory-mapped token shards and the sampler that orders them.
+//
+// A shard is llm.c's format (256 int32 header: magic 20240520, version 1 (uint16 tokens)
+// or 2 (uint32 tokens), token count; then the tokens) or a headerless raw file of uint16
+// or uint32 tokens ("raw-u16", "raw-u32"). A sample is a non-overlapping window of
+// seq_len + 1 tokens over the concatenated shards (inputs = first seq_len, targets = the
+// same shifted by one). The sampler maps a global sample index to a window through a
+// seeded permutation per epoch, so any data-parallel size and any restart see the same
+// global order: rank r of a dp-way run reads global samples step*global_batch + ...
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "engine/options.h"
+
+namespace partrain::engine::data {
+
+class TokenDataset {
+ public:
+  // Opens and checks every shard: magic/version, size matching the header, every token
+  // < vocab_size. Errors name the file, e.g. "data/a.bin: token 70000 at offset 12 is >=
+  // vocab_size 50257; check [model] vocab_size or the tokenizer".
+  static Result<std::shared_ptr<TokenDataset>> open(const DataOptions& options, int vocab_size,
+                                                    int seq_len);
+  virtual ~TokenDataset() = default;
+
+  virtual uint64_t num_tokens() const = 0;
+  // Number of whole windows of seq_len + 1 tokens.
+  virtual uint64_t num_windows() const = 0;
+  // Copies window w: inputs[0..T) and targets[0..T) (= tokens w*(T+1) + 1 ..).
+  virtual void read_window(uint64_t window, int32_t* inputs, int32_t* targets) const = 0;
+};
+
+// Global sample index -> (epoch, window). Epoch e = index / num_windows; within it, a
+// permutation keyed by (seed, e) that is cheap to evaluate at any index (no table).
+class Sampler {
+ public:
+  Sampler(uint64_t num_windows, uint64_t seed);
+  uint64_t epoch_of(uint64_t global_sample) const;
+  uint64_t window_of(uint64_t global_sample) const;
+
+ private:
+  uint64_t num_windows_;
+  uint64_t seed_;
+};
+
+// Fills `count` samples starting at global sample index `first`: inputs/targets [count, T].
+void read_samples(const TokenDataset& dataset, const Sampler& sampler, uint64_t first, int count,
+                  int T, int32_t* inputs, int32_t* targets);
+
+}  // namespace partrain::engine::data
