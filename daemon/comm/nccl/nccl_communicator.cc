@@ -1,0 +1,408 @@
+#include "comm/nccl/nccl_communicator.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <mutex>
+#include <numeric>
+#include <thread>
+
+#include <cuda_runtime.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nccl.h>
+
+#include "common/log.h"
+
+namespace partrain::comm {
+namespace {
+
+constexpr std::string_view kLog = "comm";
+
+ncclRedOp_t nccl_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum: return ncclSum;
+    case ReduceOp::kAvg: return ncclAvg;
+    case ReduceOp::kMax: return ncclMax;
+  }
+  return ncclSum;
+}
+
+class NcclCommunicator;
+
+// One enqueued operation: done when its event fires.
+class NcclWork final : public Work {
+ public:
+  NcclWork(std::shared_ptr<NcclCommunicator> owner, cudaEvent_t done, std::string what)
+      : owner_(std::move(owner)), done_event_(done), what_(std::move(what)) {}
+  ~NcclWork() override;
+  Status wait() override;
+
+ private:
+  std::shared_ptr<NcclCommunicator> owner_;
+  cudaEvent_t done_event_;
+  std::string what_;
+  std::mutex mu_;
+  bool finished_ = false;
+  Status status_;
+};
+
+class NcclCommunicator final : public Communicator, public std::enable_shared_from_this<NcclCommunicator> {
+ public:
+  NcclCommunicator(GroupSpec spec, int rank, NcclOptions options) : spec_(std::move(spec)), options_(options) {
+    rank_ = rank;
+  }
+
+  ~NcclCommunicator() override {
+    if (comm_ != nullptr && !aborted_.load()) {
+      // ncclCommDestroy waits for outstanding work, which never ends after a peer failed.
+      if (failed_.load()) {
+        ncclCommAbort(comm_);
+      } else {
+        ncclCommDestroy(comm_);
+      }
+    }
+    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+    if (ready_event_ != nullptr) cudaEventDestroy(ready_event_);
+    if (barrier_scratch_ != nullptr) cudaFree(barrier_scratch_);
+  }
+
+  Status connect(StoreClient& store) {
+    if (options_.device >= 0) PARTRAIN_RETURN_IF_ERROR(cuda("cudaSetDevice", cudaSetDevice(options_.device)));
+    PARTRAIN_RETURN_IF_ERROR(cuda("cudaGetDevice", cudaGetDevice(&device_)));
+    ncclUniqueId id;
+    std::memset(&id, 0, sizeof(id));
+    std::string bytes;
+    if (rank_ == 0) {
+      PARTRAIN_RETURN_IF_ERROR(nccl("ncclGetUniqueId", ncclGetUniqueId(&id)));
+      bytes.assign(reinterpret_cast<const char*>(&id), sizeof(id));
+    }
+    auto shared = store.share(fmt::format("nccl/{}/id", spec_.name), rank_ == 0, bytes, options_.connect_timeout);
+    if (!shared) return shared.status().prefixed(fmt::format("NCCL unique id of {}: ", describe()));
+    if (shared->size() != sizeof(id)) {
+      return Status::internal(fmt::format("NCCL unique id of {} has {} bytes, not {}", describe(), shared->size(),
+                                          sizeof(id)));
+    }
+    std::memcpy(&id, shared->data(), sizeof(id));
+    PARTRAIN_RETURN_IF_ERROR(nccl("ncclCommInitRank", ncclCommInitRank(&comm_, size(), id, rank_)));
+    PARTRAIN_RETURN_IF_ERROR(cuda("cudaStreamCreate", cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking)));
+    PARTRAIN_RETURN_IF_ERROR(
+        cuda("cudaEventCreate", cudaEventCreateWithFlags(&ready_event_, cudaEventDisableTiming)));
+    return Status::ok();
+  }
+
+  const char* backend() const override { return "nccl"; }
+  const GroupSpec& group() const override { return spec_; }
+  using Communicator::all_gather;
+  using Communicator::reduce_scatter;
+
+  WorkHandle all_reduce(float* data, size_t count, ReduceOp op) override {
+    return launch("all_reduce", [&]() -> ncclResult_t {
+      if (count == 0) return ncclSuccess;
+      return ncclAllReduce(data, data, count, ncclFloat32, nccl_op(op), comm_, stream_);
+    });
+  }
+
+  WorkHandle reduce_scatter(const float* in, float* out, const std::vector<size_t>& counts, ReduceOp op) override {
+    if (Status s = check_counts("reduce_scatter", counts); !s) return finished_work(s);
+    bool equal = std::all_of(counts.begin(), counts.end(), [&](size_t c) { return c == counts[0]; });
+    return launch("reduce_scatter", [&]() -> ncclResult_t {
+      if (equal) {
+        if (counts[0] == 0) return ncclSuccess;
+        return ncclReduceScatter(in, out, counts[0], ncclFloat32, nccl_op(op), comm_, stream_);
+      }
+      // Uneven shares: one reduce per share, to its owner, fused into one group.
+      ncclGroupStart();
+      size_t offset = 0;
+      for (int r = 0; r < size(); ++r) {
+        if (counts[r] > 0) {
+          ncclResult_t rc = ncclReduce(in + offset, r == rank_ ? out : nullptr, counts[r], ncclFloat32,
+                                       nccl_op(op), r, comm_, stream_);
+          if (rc != ncclSuccess) {
+            ncclGroupEnd();
+            return rc;
+          }
+        }
+        offset += counts[r];
+      }
+      return ncclGroupEnd();
+    });
+  }
+
+  WorkHandle all_gather(const float* in, float* out, const std::vector<size_t>& counts) override {
+    if (Status s = check_counts("all_gather", counts); !s) return finished_work(s);
+    bool equal = std::all_of(counts.begin(), counts.end(), [&](size_t c) { return c == counts[0]; });
+    return launch("all_gather", [&]() -> ncclResult_t {
+      if (equal) {
+        if (counts[0] == 0) return ncclSuccess;
+        return ncclAllGather(in, out, counts[0], ncclFloat32, comm_, stream_);
+      }
+      // Uneven blocks: one broadcast per owner, fused into one group.
+      ncclGroupStart();
+      size_t offset = 0;
+      for (int r = 0; r < size(); ++r) {
+        if (counts[r] > 0) {
+          ncclResult_t rc = ncclBroadcast(r == rank_ ? in : nullptr, out + offset, counts[r], ncclFloat32, r,
+                                          comm_, stream_);
+          if (rc != ncclSuccess) {
+            ncclGroupEnd();
+            return rc;
+          }
+        }
+        offset += counts[r];
+      }
+      return ncclGroupEnd();
+    });
+  }
+
+  WorkHandle all_to_allv(const float* in, const std::vector<size_t>& send_counts, float* out,
+                         const std::vector<size_t>& recv_counts) override {
+    if (Status s = check_counts("all_to_allv", send_counts); !s) return finished_work(s);
+    if (Status s = check_counts("all_to_allv", recv_counts); !s) return finished_work(s);
+    if (send_counts[rank_] != recv_counts[rank_]) {
+      return finished_work(Status::invalid(fmt::format("all_to_allv on {}: this rank sends itself {} elements but "
+                                                       "expects {}",
+                                                       describe(), send_counts[rank_], recv_counts[rank_])));
+    }
+    return launch("all_to_allv", [&]() -> ncclResult_t {
+      ncclGroupStart();
+      size_t send_off = 0, recv_off = 0;
+      for (int p = 0; p < size(); ++p) {
+        ncclResult_t rc = ncclSuccess;
+        if (p == rank_) {
+          if (send_counts[p] > 0 &&
+              cudaMemcpyAsync(out + recv_off, in + send_off, send_counts[p] * sizeof(float),
+                              cudaMemcpyDeviceToDevice, stream_) != cudaSuccess) {
+            rc = ncclUnhandledCudaError;
+          }
+        } else {
+          if (send_counts[p] > 0) rc = ncclSend(in + send_off, send_counts[p], ncclFloat32, p, comm_, stream_);
+          if (rc == ncclSuccess && recv_counts[p] > 0) {
+            rc = ncclRecv(out + recv_off, recv_counts[p], ncclFloat32, p, comm_, stream_);
+          }
+        }
+        if (rc != ncclSuccess) {
+          ncclGroupEnd();
+          return rc;
+        }
+        send_off += send_counts[p];
+        recv_off += recv_counts[p];
+      }
+      return ncclGroupEnd();
+    });
+  }
+
+  WorkHandle broadcast(float* data, size_t count, int root) override {
+    if (root < 0 || root >= size()) {
+      return finished_work(
+          Status::invalid(fmt::format("broadcast on {}: root {} is not a group rank", describe(), root)));
+    }
+    return launch("broadcast", [&]() -> ncclResult_t {
+      if (count == 0) return ncclSuccess;
+      return ncclBroadcast(data, data, count, ncclFloat32, root, comm_, stream_);
+    });
+  }
+
+  WorkHandle send(const float* data, size_t count, int peer, uint32_t tag) override {
+    return batch_send_recv({P2pOp{true, const_cast<float*>(data), count, peer, tag}});
+  }
+
+  WorkHandle recv(float* data, size_t count, int peer, uint32_t tag) override {
+    return batch_send_recv({P2pOp{false, data, count, peer, tag}});
+  }
+
+  WorkHandle batch_send_recv(const std::vector<P2pOp>& ops) override {
+    for (const auto& o : ops) {
+      if (o.peer < 0 || o.peer >= size() || o.peer == rank_) {
+        return finished_work(
+            Status::invalid(fmt::format("send/recv on {}: peer {} is not another group rank", describe(), o.peer)));
+      }
+    }
+    return launch("send/recv", [&]() -> ncclResult_t {
+      ncclGroupStart();
+      for (const auto& o : ops) {
+        if (o.count == 0) continue;
+        ncclResult_t rc = o.is_send ? ncclSend(o.data, o.count, ncclFloat32, o.peer, comm_, stream_)
+                                    : ncclRecv(o.data, o.count, ncclFloat32, o.peer, comm_, stream_);
+        if (rc != ncclSuccess) {
+          ncclGroupEnd();
+          return rc;
+        }
+      }
+      return ncclGroupEnd();
+    });
+  }
+
+  WorkHandle barrier() override {
+    // NCCL has no barrier: a one-element all-reduce on a scratch value is one.
+    return launch("barrier", [&]() -> ncclResult_t {
+      if (barrier_scratch_ == nullptr && cudaMalloc(&barrier_scratch_, sizeof(float)) != cudaSuccess) {
+        return ncclUnhandledCudaError;
+      }
+      return ncclAllReduce(barrier_scratch_, barrier_scratch_, 1, ncclFloat32, ncclSum, comm_, stream_);
+    });
+  }
+
+  // Takes only state_mu_, never launch_mu_: a launch stuck in NCCL (a peer that never joins
+  // a group's connection setup) must not keep abort() from reaching ncclCommAbort.
+  void abort(const std::string& reason) override {
+    std::lock_guard lock(state_mu_);
+    if (aborted_.exchange(true)) return;
+    abort_reason_ = reason;
+    log::warn(kLog, "aborting {}: {}", describe(), reason);
+    if (comm_ != nullptr) ncclCommAbort(comm_);
+  }
+
+  // Polls until `event` fired; unavailable on abort, an NCCL async error or the timeout.
+  Status wait_event(cudaEvent_t event, const std::string& what) {
+    auto deadline = std::chrono::steady_clock::now() + options_.timeout;
+    for (int spins = 0;; ++spins) {
+      if (aborted_.load()) return aborted_status(what);
+      cudaError_t q = cudaEventQuery(event);
+      if (q == cudaSuccess) return Status::ok();
+      if (q != cudaErrorNotReady) {
+        return Status::unavailable(
+            fmt::format("{} on {} failed: CUDA error {}", what, describe(), cudaGetErrorString(q)));
+      }
+      ncclResult_t async = ncclSuccess;
+      {
+        std::lock_guard lock(state_mu_);
+        if (!aborted_.load()) ncclCommGetAsyncError(comm_, &async);
+      }
+      if (async != ncclSuccess) {
+        failed_.store(true);
+        return Status::unavailable(fmt::format("{} on {} failed: NCCL error {}; a peer of the group died or hung",
+                                               what, describe(), ncclGetErrorString(async)));
+      }
+      if (std::chrono::steady_clock::now() > deadline) {
+        failed_.store(true);
+        return Status::unavailable(fmt::format("{} on {} did not finish within {} ms; a peer of the group hung",
+                                               what, describe(), options_.timeout.count()));
+      }
+      if (spins < 1000) {
+        std::this_thread::yield();
+      } else {
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+      }
+    }
+  }
+
+  Status aborted_status(const std::string& what) {
+    std::lock_guard lock(state_mu_);
+    return Status::unavailable(fmt::format("{} on {}: communicator was aborted ({})", what, describe(), abort_reason_));
+  }
+
+ private:
+  std::string describe() const {
+    return fmt::format("NCCL group '{}' (members [{}], rank {} of {})", spec_.name, fmt::join(spec_.members, ","),
+                       rank_, size());
+  }
+
+  Status cuda(const char* call, cudaError_t rc) const {
+    if (rc == cudaSuccess) return Status::ok();
+    return Status::unavailable(fmt::format("{} for {} failed: {}", call, describe(), cudaGetErrorString(rc)));
+  }
+
+  Status nccl(const char* call, ncclResult_t rc) const {
+    if (rc == ncclSuccess) return Status::ok();
+    return Status::unavailable(fmt::format("{} for {} failed: {}", call, describe(), ncclGetErrorString(rc)));
+  }
+
+  Status check_counts(const char* op, const std::vector<size_t>& counts) const {
+    if (counts.size() != static_cast<size_t>(size())) {
+      return Status::invalid(fmt::format("{} on {}: {} counts given, one per rank ({}) needed", op, describe(),
+                                         counts.size(), size()));
+    }
+    return Status::ok();
+  }
+
+  // Orders the operation after the caller's compute stream, enqueues it, and returns a Work
+  // that completes with its event.
+  template <typename Enqueue>
+  WorkHandle launch(const char* what, Enqueue&& enqueue) {
+    std::lock_guard lock(launch_mu_);
+    if (aborted_.load()) return finished_work(aborted_status(what));
+    auto compute = static_cast<cudaStream_t>(options_.compute_stream);
+    Status s = cuda("cudaEventRecord", cudaEventRecord(ready_event_, compute));
+    if (s) s = cuda("cudaStreamWaitEvent", cudaStreamWaitEvent(stream_, ready_event_, 0));
+    if (s) s = nccl(what, enqueue());
+    cudaEvent_t done = nullptr;
+    if (s) s = cuda("cudaEventCreate", cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+    if (s) s = cuda("cudaEventRecord", cudaEventRecord(done, stream_));
+    if (!s) {
+      if (done != nullptr) cudaEventDestroy(done);
+      return finished_work(s);
+    }
+    return std::make_shared<NcclWork>(shared_from_this(), done, what);
+  }
+
+  GroupSpec spec_;
+  NcclOptions options_;
+  int device_ = 0;
+  ncclComm_t comm_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+  cudaEvent_t ready_event_ = nullptr;
+  float* barrier_scratch_ = nullptr;
+  std::mutex launch_mu_;  // one enqueue at a time, so all ranks see the same order
+  std::mutex state_mu_;   // abort_reason_, and comm_ against ncclCommAbort
+  std::atomic<bool> aborted_{false};
+  std::atomic<bool> failed_{false};  // an operation failed: destroy by abort
+  std::string abort_reason_;
+};
+
+NcclWork::~NcclWork() {
+  if (done_event_ != nullptr) cudaEventDestroy(done_event_);
+}
+
+Status NcclWork::wait() {
+  std::lock_guard lock(mu_);
+  if (!finished_) {
+    status_ = owner_->wait_event(done_event_, what_);
+    finished_ = true;
+  }
+  return status_;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Communicator>> create_nccl_communicator(const GroupSpec& spec, StoreClient& store,
+                                                               const NcclOptions& options) {
+  auto rank = group_rank_of(spec);
+  if (!rank) return rank.status();
+  auto comm = std::make_shared<NcclCommunicator>(spec, *rank, options);
+  PARTRAIN_RETURN_IF_ERROR(comm->connect(store));
+  log::debug(kLog, "NCCL communicator '{}' ready: rank {} of {}", spec.name, *rank, spec.members.size());
+  // Works hold a shared_ptr to their communicator; the caller's handle owns it through an
+  // adapter so that destroying it while works are alive stays safe.
+  class Handle final : public Communicator {
+   public:
+    explicit Handle(std::shared_ptr<NcclCommunicator> impl) : impl_(std::move(impl)) { rank_ = impl_->rank(); }
+    const char* backend() const override { return impl_->backend(); }
+    const GroupSpec& group() const override { return impl_->group(); }
+    using Communicator::all_gather;
+    using Communicator::reduce_scatter;
+    WorkHandle all_reduce(float* d, size_t n, ReduceOp op) override { return impl_->all_reduce(d, n, op); }
+    WorkHandle reduce_scatter(const float* in, float* out, const std::vector<size_t>& c, ReduceOp op) override {
+      return impl_->reduce_scatter(in, out, c, op);
+    }
+    WorkHandle all_gather(const float* in, float* out, const std::vector<size_t>& c) override {
+      return impl_->all_gather(in, out, c);
+    }
+    WorkHandle all_to_allv(const float* in, const std::vector<size_t>& s, float* out,
+                           const std::vector<size_t>& r) override {
+      return impl_->all_to_allv(in, s, out, r);
+    }
+    WorkHandle broadcast(float* d, size_t n, int root) override { return impl_->broadcast(d, n, root); }
+    WorkHandle send(const float* d, size_t n, int peer, uint32_t tag) override { return impl_->send(d, n, peer, tag); }
+    WorkHandle recv(float* d, size_t n, int peer, uint32_t tag) override { return impl_->recv(d, n, peer, tag); }
+    WorkHandle batch_send_recv(const std::vector<P2pOp>& ops) override { return impl_->batch_send_recv(ops); }
+    WorkHandle barrier() override { return impl_->barrier(); }
+    void abort(const std::string& reason) override { impl_->abort(reason); }
+
+   private:
+    std::shared_ptr<NcclCommunicator> impl_;
+  };
+  return std::unique_ptr<Communicator>(std::make_unique<Handle>(std::move(comm)));
+}
+
+}  // namespace partrain::comm
