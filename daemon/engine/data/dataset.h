@@ -37,18 +37,51 @@ class TokenDataset {
 
 // Global sample index -> (epoch, window). Epoch e = index / num_windows; within it, a
 // permutation keyed by (seed, e) that is cheap to evaluate at any index (no table).
+//
+// The permutation is a keyed Feistel network over the next power of two >= num_windows
+// (at least 4), walked until it lands below num_windows ("cycle walking"): a bijection of
+// [0, num_windows) that costs a handful of hash rounds per index and needs no table, so
+// sample 10^9 costs what sample 0 costs. See daemon/engine/data/README.md.
 class Sampler {
  public:
   Sampler(uint64_t num_windows, uint64_t seed);
   uint64_t epoch_of(uint64_t global_sample) const;
   uint64_t window_of(uint64_t global_sample) const;
+  // The permutation of epoch `epoch` applied to `position` < num_windows.
+  uint64_t permute(uint64_t epoch, uint64_t position) const;
+  uint64_t num_windows() const { return num_windows_; }
 
  private:
   uint64_t num_windows_;
   uint64_t seed_;
+  int bits_ = 0;  // width of the Feistel domain: 2^bits_ >= num_windows_
 };
 
+// What one shard holds, for `partrain data inspect` and the error messages.
+enum class ShardFormat { kLlmcU16, kLlmcU32, kRawU16, kRawU32 };
+const char* shard_format_name(ShardFormat format);  // "llmc (uint16 tokens)", "raw-u16", ...
+
+struct ShardInfo {
+  std::string path;
+  ShardFormat format = ShardFormat::kLlmcU16;
+  int token_bytes = 2;
+  uint64_t num_tokens = 0;
+  uint32_t min_token = 0;  // 0 when the shard is empty
+  uint32_t max_token = 0;
+};
+
+// Checks one shard's header and size (not its token values) and scans min/max token.
+// `format` is one of "auto", "llmc", "raw-u16", "raw-u32".
+Result<ShardInfo> inspect_shard(const std::string& path, const std::string& format = "auto");
+
+// Writes tokens as an llm.c shard: version 1 (uint16) when token_bytes == 2, version 2
+// (uint32) when 4, or headerless when `raw` is set. Atomic (temp file + rename).
+Status write_shard(const std::string& path, const std::vector<uint32_t>& tokens, int token_bytes,
+                   bool raw = false);
+
 // Fills `count` samples starting at global sample index `first`: inputs/targets [count, T].
+// T is the seq_len the dataset was opened with. Sample first + k is window
+// sampler.window_of(first + k), so any split of a batch into slices reads the same samples.
 void read_samples(const TokenDataset& dataset, const Sampler& sampler, uint64_t first, int count,
                   int T, int32_t* inputs, int32_t* targets);
 

@@ -1,0 +1,36 @@
+// A small strict JSON parser (RFC 8259) for safetensors headers: no JSON library is a
+// dependency of partrain, and a header is a few kilobytes of objects, arrays, strings and
+// integers. Numbers keep their text so integers are read exactly (no double round trip).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "common/status.h"
+
+namespace partrain::engine::io {
+
+struct JsonValue {
+  enum class Kind { kNull, kBool, kNumber, kString, kArray, kObject };
+  Kind kind = Kind::kNull;
+  bool boolean = false;
+  std::string text;  // kString: the decoded UTF-8; kNumber: the number as written
+  std::vector<JsonValue> items;                            // kArray
+  std::vector<std::pair<std::string, JsonValue>> members;  // kObject, in file order
+
+  // A non-negative integer written without fraction or exponent that fits uint64.
+  bool as_u64(uint64_t* out) const;
+};
+
+// Parses one JSON document; trailing whitespace is allowed, anything else is an error.
+// Messages say what was expected and at which byte.
+Result<JsonValue> parse_json(std::string_view text);
+
+// Appends `s` as a JSON string literal (quotes, escapes) to *out.
+void append_json_string(std::string_view s, std::string* out);
+
+}  // namespace partrain::engine::io
