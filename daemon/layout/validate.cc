@@ -1,0 +1,193 @@
+// The layout invariants (see validate.h), each failure phrased as what to change.
+#include "layout/validate.h"
+
+#include <string>
+
+#include "layout/layout.h"
+
+namespace partrain {
+namespace {
+
+std::string str(long long v) { return std::to_string(v); }
+
+// "1, 2, 3, 6": the values a degree may take to divide n (for the fix in a message).
+std::string divisors(long long n) {
+  std::string out;
+  for (long long d = 1; d <= n; ++d) {
+    if (n % d != 0) continue;
+    if (!out.empty()) out += ", ";
+    out += str(d);
+  }
+  return out;
+}
+
+Status err(const std::string& msg) { return Status::invalid("partrain: " + msg); }
+
+void check_degrees(const ParallelSpec& s, std::vector<Status>* out) {
+  const std::pair<const char*, int> degrees[] = {
+      {"tp", s.tp}, {"pp", s.pp}, {"cp", s.cp}, {"ep", s.ep}};
+  for (const auto& [name, value] : degrees) {
+    if (value < 1) {
+      out->push_back(err(std::string(name) + str(value) + " is not a positive degree; use " +
+                         name + "1 or more"));
+    }
+  }
+  if (s.dp && *s.dp < 1) {
+    out->push_back(err("dp" + str(*s.dp) + " is not a positive degree; use dp1 or more, or "
+                       "leave dp out to derive it"));
+  }
+  if (s.zero < 0 || s.zero > 3) {
+    out->push_back(err("zero" + str(s.zero) + " is not a ZeRO stage; use zero0..zero3"));
+  }
+  if (s.virtual_stages < 1) {
+    out->push_back(err("sched=" + s.sched + ":" + str(s.virtual_stages) +
+                       " needs a positive virtual-stage count, e.g. sched=interleaved:2"));
+  }
+}
+
+void check_nvlink(const ParallelSpec& s, const ClusterFacts& c, std::vector<Status>* out) {
+  const int domain = c.nvlink_domain > 0 ? c.nvlink_domain : c.gpus_per_node;
+  if (domain <= 0) return;
+  const std::string where = c.nvlink_domain > 0
+                                ? "the NVLink domain of " + str(domain) + " GPUs"
+                                : str(domain) + " GPUs per node";
+  if (s.tp > domain) {
+    out->push_back(err("tp" + str(s.tp) + " is larger than " + where +
+                       "; tensor parallelism needs NVLink, so use tp" + str(domain) +
+                       " or less and add pp to split the model further"));
+  } else if (domain % s.tp != 0) {
+    out->push_back(err("tp" + str(s.tp) + " does not divide " + where +
+                       "; use a tp that divides " + str(domain) + " (" + divisors(domain) +
+                       ")"));
+  }
+}
+
+void check_model(const ParallelSpec& s, const ModelShape& m, std::vector<Status>* out) {
+  auto divides = [&](int n, int degree, const std::string& degree_text, const std::string& what,
+                     const std::string& axis) {
+    if (n > 0 && n % degree != 0) {
+      out->push_back(err(degree_text + " does not divide the model's " + str(n) + " " + what +
+                         "; use " + axis + " from " + divisors(n)));
+    }
+  };
+  const std::string tp = "tp" + str(s.tp);
+  divides(m.heads, s.tp, tp, "attention heads", "a tp");
+  divides(m.kv_heads, s.tp, tp, "key/value heads", "a tp");
+  divides(m.hidden, s.tp, tp, "hidden size", "a tp");
+  if (m.seq_len > 0 && s.sequence_parallel() && m.seq_len % s.tp != 0) {
+    out->push_back(err("sequence parallelism splits seq_len " + str(m.seq_len) + " over " + tp +
+                       ", which does not divide it; use a seq_len that is a multiple of " +
+                       str(s.tp) + ", or nosp"));
+  }
+  if (m.seq_len > 0 && m.seq_len % s.cp != 0) {
+    out->push_back(err("cp" + str(s.cp) + " does not divide seq_len " + str(m.seq_len) +
+                       "; use a seq_len that is a multiple of " + str(s.cp)));
+  }
+  const long long chunks = 1LL * s.pp * s.virtual_stages;
+  if (m.layers > 0 && m.layers % chunks != 0) {
+    std::string split = "pp" + str(s.pp);
+    if (s.virtual_stages > 1) split += " x " + str(s.virtual_stages) + " virtual stages";
+    out->push_back(err(str(m.layers) + " layers do not split evenly over " + split + " = " +
+                       str(chunks) + " model chunks; use a layer count that is a multiple of " +
+                       str(chunks) + ", or a pp (x V) from " + divisors(m.layers)));
+  }
+  if (s.ep > 1 && m.experts == 0) {
+    out->push_back(err("ep" + str(s.ep) + " shards experts, but the model has none; drop ep" +
+                       str(s.ep) + " or give the model experts"));
+  }
+  divides(m.experts, s.ep, "ep" + str(s.ep), "experts", "an ep");
+}
+
+// Returns the micro-batch count m when the batch settles it.
+std::optional<long long> check_batch(const ParallelSpec& s, const BatchShape& b, int dp,
+                                     std::vector<Status>* out) {
+  if (b.global_batch < 0 || b.micro_batch < 0) {
+    out->push_back(err("global_batch and micro_batch must be positive; set them in [training]"));
+    return std::nullopt;
+  }
+  if (b.global_batch == 0 || b.micro_batch == 0) return s.mb ? std::optional<long long>(*s.mb)
+                                                             : std::nullopt;
+  if (s.mb) {
+    const long long product = b.micro_batch * *s.mb * dp;
+    if (product != b.global_batch) {
+      out->push_back(err("global_batch " + str(b.global_batch) + " != micro_batch " +
+                         str(b.micro_batch) + " x mb=" + str(*s.mb) + " x dp" + str(dp) +
+                         " = " + str(product) +
+                         "; drop mb= to derive the micro-batch count, or set global_batch to " +
+                         str(product)));
+    }
+    return *s.mb;
+  }
+  Result<int> m = derive_grad_accum(b, dp);
+  if (!m.is_ok()) {
+    out->push_back(m.status());
+    return std::nullopt;
+  }
+  return *m;
+}
+
+void check_schedule(const ParallelSpec& s, long long m, std::vector<Status>* out) {
+  if (s.pp < 2) return;
+  const bool one_f_one_b = s.sched == "1f1b" || s.sched == "interleaved";
+  if (one_f_one_b && m < s.pp) {
+    out->push_back(err("sched=" + s.sched + " with pp" + str(s.pp) + " needs at least " +
+                       str(s.pp) + " micro-batches per step, but there are " + str(m) +
+                       "; raise global_batch or lower micro_batch (or set mb=" + str(s.pp) +
+                       "), or use sched=gpipe"));
+  } else if (s.sched == "interleaved" && m % s.pp != 0) {
+    out->push_back(err("sched=interleaved:" + str(s.virtual_stages) +
+                       " needs the micro-batch count (" + str(m) + ") to be a multiple of pp" +
+                       str(s.pp) + "; change global_batch, micro_batch or mb= accordingly"));
+  }
+}
+
+}  // namespace
+
+Result<int> derive_grad_accum(const BatchShape& b, int dp) {
+  const long long per_pass = b.micro_batch * dp;
+  if (b.global_batch <= 0 || b.micro_batch <= 0 || dp <= 0) {
+    return Status::invalid("partrain: global_batch and micro_batch must be positive; set them "
+                           "in [training]");
+  }
+  if (b.global_batch % per_pass != 0) {
+    long long lower = b.global_batch / per_pass * per_pass;
+    std::string example = lower > 0 ? str(lower) + " or " + str(lower + per_pass)
+                                    : str(per_pass);
+    return Status::invalid("partrain: global_batch " + str(b.global_batch) +
+                           " is not a multiple of micro_batch " + str(b.micro_batch) + " x dp" +
+                           str(dp) + " = " + str(per_pass) +
+                           ", so grad_accum is not whole; use a global_batch of " + example);
+  }
+  const long long m = b.global_batch / per_pass;
+  if (m > (1 << 30)) {
+    return Status::invalid("partrain: global_batch " + str(b.global_batch) + " gives " + str(m) +
+                           " micro-batches per step; raise micro_batch");
+  }
+  return static_cast<int>(m);
+}
+
+std::vector<Status> validate_all(const ParallelSpec& spec, const ClusterFacts& cluster,
+                                 const ModelShape& model, const BatchShape& batch) {
+  std::vector<Status> out;
+  check_degrees(spec, &out);
+  if (!out.empty()) return out;  // the arithmetic below needs positive degrees
+  Result<Layout> layout = Layout::create(cluster.world, spec);
+  if (!layout.is_ok()) out.push_back(layout.status());
+  check_nvlink(spec, cluster, &out);
+  check_model(spec, model, &out);
+  if (layout.is_ok()) {
+    std::optional<long long> m = check_batch(spec, batch, layout->dp(), &out);
+    if (m) check_schedule(spec, *m, &out);
+  } else if (spec.mb) {
+    check_schedule(spec, *spec.mb, &out);
+  }
+  return out;
+}
+
+Status validate(const ParallelSpec& spec, const ClusterFacts& cluster, const ModelShape& model,
+                const BatchShape& batch) {
+  std::vector<Status> all = validate_all(spec, cluster, model, batch);
+  return all.empty() ? Status::ok() : all.front();
+}
+
+}  // namespace partrain

@@ -1,0 +1,181 @@
+// Every layout invariant of DESIGN.md, each with the exact message that says what to change.
+#include "layout/validate.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace partrain {
+namespace {
+
+ParallelSpec parse(const char* text) {
+  Result<ParallelSpec> s = parse_spec(text);
+  EXPECT_TRUE(s.is_ok()) << s.status().message();
+  return *s;
+}
+
+ClusterFacts cluster(int world, int gpus_per_node, int nvlink_domain = 0) {
+  ClusterFacts c;
+  c.world = world;
+  c.gpus_per_node = gpus_per_node;
+  c.nvlink_domain = nvlink_domain;
+  return c;
+}
+
+ModelShape gpt(int hidden, int heads, int layers) {
+  ModelShape m;
+  m.hidden = hidden;
+  m.heads = heads;
+  m.layers = layers;
+  return m;
+}
+
+BatchShape batch(int64_t global, int64_t micro) {
+  BatchShape b;
+  b.global_batch = global;
+  b.micro_batch = micro;
+  return b;
+}
+
+TEST(ValidateTest, TheSixtyFourGpuExampleIsValid) {
+  ModelShape m = gpt(4096, 32, 32);
+  m.kv_heads = 8;
+  m.seq_len = 2048;
+  EXPECT_TRUE(validate(parse("tp4,pp2"), cluster(64, 8), m, batch(512, 2)).is_ok());
+  EXPECT_TRUE(validate_all(parse("tp4,pp2"), cluster(64, 8), m, batch(512, 2)).empty());
+  Result<int> ga = derive_grad_accum(batch(512, 2), 8);
+  ASSERT_TRUE(ga.is_ok());
+  EXPECT_EQ(*ga, 32);  // 512 / (2 * 8)
+}
+
+TEST(ValidateTest, EachInvariantHasItsMessage) {
+  struct Case {
+    const char* spec;
+    ClusterFacts cluster;
+    ModelShape model;
+    BatchShape batch;
+    const char* message;
+  };
+  ModelShape moe = gpt(1024, 16, 8);
+  moe.experts = 6;
+  ModelShape dense = gpt(1024, 16, 8);
+  dense.experts = 0;
+  ModelShape gqa = gpt(1024, 16, 8);
+  gqa.kv_heads = 2;
+  ModelShape odd_seq = gpt(1024, 16, 8);
+  odd_seq.seq_len = 1030;
+  const Case cases[] = {
+      {"tp4,pp2", cluster(12, 4), {}, {},
+       "partrain: world size 12 is not a multiple of tp4 x pp2 = 8; use a multiple of 8 ranks "
+       "or smaller tp/pp"},
+      {"tp2,cp2,pp2", cluster(12, 4), {}, {},
+       "partrain: world size 12 is not a multiple of tp2 x cp2 x pp2 = 8; use a multiple of 8 "
+       "ranks or smaller tp/pp"},
+      {"tp2,dp3", cluster(8, 4), {}, {},
+       "partrain: tp2 x pp1 x dp3 = 6 ranks, but the job has 8; drop dp3 to derive dp4 from "
+       "the world size"},
+      {"tp3", cluster(12, 4), {}, {},
+       "partrain: tp3 does not divide 4 GPUs per node; use a tp that divides 4 (1, 2, 4)"},
+      {"tp3", cluster(24, 8, 4), {}, {},
+       "partrain: tp3 does not divide the NVLink domain of 4 GPUs; use a tp that divides 4 "
+       "(1, 2, 4)"},
+      {"tp16", cluster(32, 8), {}, {},
+       "partrain: tp16 is larger than 8 GPUs per node; tensor parallelism needs NVLink, so "
+       "use tp8 or less and add pp to split the model further"},
+      {"tp8", cluster(32, 8, 4), {}, {},
+       "partrain: tp8 is larger than the NVLink domain of 4 GPUs; tensor parallelism needs "
+       "NVLink, so use tp4 or less and add pp to split the model further"},
+      {"tp4", cluster(8, 8), gpt(1022, 12, 8), {},
+       "partrain: tp4 does not divide the model's 1022 hidden size; use a tp from 1, 2, 7, 14, "
+       "73, 146, 511, 1022"},
+      {"tp8", cluster(8, 8), gpt(1024, 12, 8), {},
+       "partrain: tp8 does not divide the model's 12 attention heads; use a tp from 1, 2, 3, "
+       "4, 6, 12"},
+      {"tp4", cluster(8, 8), gqa, {},
+       "partrain: tp4 does not divide the model's 2 key/value heads; use a tp from 1, 2"},
+      {"tp4", cluster(8, 8), odd_seq, {},
+       "partrain: sequence parallelism splits seq_len 1030 over tp4, which does not divide "
+       "it; use a seq_len that is a multiple of 4, or nosp"},
+      {"pp3", cluster(3, 1), gpt(1024, 16, 8), {},
+       "partrain: 8 layers do not split evenly over pp3 = 3 model chunks; use a layer count "
+       "that is a multiple of 3, or a pp (x V) from 1, 2, 4, 8"},
+      {"pp2,sched=interleaved:3", cluster(2, 1), gpt(1024, 16, 8), {},
+       "partrain: 8 layers do not split evenly over pp2 x 3 virtual stages = 6 model chunks; "
+       "use a layer count that is a multiple of 6, or a pp (x V) from 1, 2, 4, 8"},
+      {"ep4", cluster(8, 8), moe, {},
+       "partrain: ep4 does not divide the model's 6 experts; use an ep from 1, 2, 3, 6"},
+      {"ep2", cluster(8, 8), dense, {},
+       "partrain: ep2 shards experts, but the model has none; drop ep2 or give the model "
+       "experts"},
+      {"ep3", cluster(8, 8), {}, {},
+       "partrain: ep3 does not divide dp8 (experts are sharded inside each data-parallel "
+       "group); use an ep that divides 8"},
+      {"tp2", cluster(8, 8), {}, batch(100, 4),
+       "partrain: global_batch 100 is not a multiple of micro_batch 4 x dp4 = 16, so "
+       "grad_accum is not whole; use a global_batch of 96 or 112"},
+      {"tp2", cluster(8, 8), {}, batch(8, 4),
+       "partrain: global_batch 8 is not a multiple of micro_batch 4 x dp4 = 16, so grad_accum "
+       "is not whole; use a global_batch of 16"},
+      {"tp2,mb=4", cluster(8, 8), {}, batch(128, 4),
+       "partrain: global_batch 128 != micro_batch 4 x mb=4 x dp4 = 64; drop mb= to derive the "
+       "micro-batch count, or set global_batch to 64"},
+      {"tp2,pp4", cluster(16, 8), {}, batch(8, 2),
+       "partrain: sched=1f1b with pp4 needs at least 4 micro-batches per step, but there are "
+       "2; raise global_batch or lower micro_batch (or set mb=4), or use sched=gpipe"},
+      {"pp4,sched=interleaved:2", cluster(8, 8), {}, batch(12, 1),
+       "partrain: sched=interleaved:2 needs the micro-batch count (6) to be a multiple of pp4; "
+       "change global_batch, micro_batch or mb= accordingly"},
+      {"pp4,mb=2", cluster(4, 4), {}, {},
+       "partrain: sched=1f1b with pp4 needs at least 4 micro-batches per step, but there are "
+       "2; raise global_batch or lower micro_batch (or set mb=4), or use sched=gpipe"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.spec);
+    Status s = validate(parse(c.spec), c.cluster, c.model, c.batch);
+    ASSERT_FALSE(s.is_ok());
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(s.message(), c.message);
+  }
+}
+
+TEST(ValidateTest, GpipeAcceptsFewMicroBatches) {
+  // GPipe has no 1F1B warm-up constraint; 2 micro-batches on pp4 are slow but legal.
+  EXPECT_TRUE(validate(parse("pp4,sched=gpipe"), cluster(16, 8), {}, batch(8, 2)).is_ok());
+  EXPECT_TRUE(validate(parse("tp4,nosp"), cluster(8, 8), [] {
+                ModelShape m;
+                m.seq_len = 1030;
+                return m;
+              }(), {}).is_ok());
+}
+
+TEST(ValidateTest, AllErrorsComeInAFixedOrder) {
+  ModelShape m = gpt(1024, 12, 6);
+  std::vector<Status> all = validate_all(parse("tp8,pp4"), cluster(24, 4), m, {});
+  ASSERT_EQ(all.size(), 4u);
+  EXPECT_EQ(all[0].message(), "partrain: world size 24 is not a multiple of tp8 x pp4 = 32; "
+                              "use a multiple of 32 ranks or smaller tp/pp");
+  EXPECT_EQ(all[1].message(), "partrain: tp8 is larger than 4 GPUs per node; tensor "
+                              "parallelism needs NVLink, so use tp4 or less and add pp to "
+                              "split the model further");
+  EXPECT_EQ(all[2].message(), "partrain: tp8 does not divide the model's 12 attention heads; "
+                              "use a tp from 1, 2, 3, 4, 6, 12");
+  EXPECT_EQ(all[3].message(), "partrain: 6 layers do not split evenly over pp4 = 4 model "
+                              "chunks; use a layer count that is a multiple of 4, or a pp (x V) "
+                              "from 1, 2, 3, 6");
+  EXPECT_EQ(validate(parse("tp8,pp4"), cluster(24, 4), m).message(), all[0].message());
+}
+
+TEST(ValidateTest, DegreesBuiltByHandAreChecked) {
+  ParallelSpec s;
+  s.tp = 0;
+  EXPECT_EQ(validate(s, cluster(8, 8)).message(),
+            "partrain: tp0 is not a positive degree; use tp1 or more");
+  s.tp = 1;
+  s.zero = 5;
+  EXPECT_EQ(validate(s, cluster(8, 8)).message(),
+            "partrain: zero5 is not a ZeRO stage; use zero0..zero3");
+}
+
+}  // namespace
+}  // namespace partrain
