@@ -1,12 +1,18 @@
 // The job file: what to train and how. TOML with the tables
 //   [job] [model] [data] [training] [parallelism] [checkpoint]
 // plus one table per strategy plugin, passed to that plugin verbatim. See partrain.toml(5).
+// A plugin's table is [plugins.NAME] (NAME as in the spec, e.g. sched=myschedule reads
+// [plugins.myschedule]); any other top-level table is an error, so a typo like [trainig]
+// is caught instead of being handed to a plugin.
 // Unknown or mistyped keys are errors naming the file, line and key.
 #pragma once
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "common/status.h"
 #include "engine/options.h"
@@ -29,18 +35,60 @@ struct JobConfig {
   engine::TrainOptions training;      // [training]
   ParallelSpec parallelism;           // [parallelism]
   CheckpointOptions checkpoint;       // [checkpoint]
-  std::map<std::string, std::string> plugin_tables;  // [<plugin>] name -> the table as TOML text
+  std::map<std::string, std::string> plugin_tables;  // [plugins.NAME]: NAME -> the table as TOML text
+  // The [parallelism] items the file set, in the order they were laid over each other
+  // (spec first, then the single keys: {"tp2,pp2", "zero1"}), so that the site's default
+  // spec can be put underneath them (apply_site_defaults). Empty when the file set none.
+  std::vector<std::string> parallelism_items;
+};
+
+struct SiteConfig;  // site_config.h
+
+// Values given on the command line (or read from PARTRAIN_*); unset ones change nothing.
+// Messages name them by the options below; a command offers the ones it needs.
+struct Overrides {
+  std::optional<std::string> spec;     // --partrain / PARTRAIN_SPEC: items overlaid on [parallelism]
+  std::optional<int64_t> steps;        // --steps / PARTRAIN_STEPS
+  std::optional<uint64_t> seed;        // --seed / PARTRAIN_SEED
+  std::optional<std::string> run_dir;  // --run-dir / PARTRAIN_RUN_DIR
 };
 
 // Reads and validates a job file. Every error names the file, the line and the key.
 Result<JobConfig> load_job(const std::string& path);
 
+// Parses job-file text; `path` names it in messages and anchors relative [data] paths.
+Result<JobConfig> parse_job(std::string_view text, const std::string& path);
+
+// Puts the site config's default spec underneath the job file's [parallelism] items
+// (precedence: site defaults < job file). Call before apply_environment.
+Status apply_site_defaults(const SiteConfig& site, JobConfig* job);
+
 // Applies PARTRAIN_* environment overrides (PARTRAIN_SPEC, PARTRAIN_STEPS, PARTRAIN_SEED,
 // PARTRAIN_RUN_DIR) on top of the file; the command line is applied after this by the caller.
 Status apply_environment(JobConfig* job);
+// The same from an explicit environment (name -> value), for tests and for agents that
+// pass a worker's environment on.
+Status apply_environment(const std::map<std::string, std::string>& env, JobConfig* job);
+
+// Applies command-line values (the last word): the spec is overlaid item by item on
+// job->parallelism; steps must be > 0. Errors name the option, e.g. "--steps 0: ...".
+Status apply_command_line(const Overrides& cli, JobConfig* job);
+// Only a command-line spec (`--partrain=SPEC`), for commands that take no other override.
+Status overlay_command_line_spec(std::string_view spec, JobConfig* job);
+
+// The whole chain in order: site defaults < job file < PARTRAIN_* environment < command line.
+Result<JobConfig> resolve_job(const std::string& path, const SiteConfig& site,
+                              const Overrides& cli);
 
 // Gradient-accumulation steps (= the pipeline's micro-batch count):
 // global_batch / (micro_batch * dp), or spec.mb when given. Error when not a whole number.
 Result<int> grad_accum_steps(const JobConfig& job, int dp);
+
+// Sequences per micro-batch on one rank: [training] micro_batch, or, when spec.mb overrides
+// the micro-batch count, global_batch / (mb * dp) so the global batch stays what the file says.
+Result<int> micro_batch_size(const JobConfig& job, int dp);
+
+// Every "table.key" a job file may set (plugin tables aside), from the parser's own table.
+std::vector<std::string> known_job_keys();
 
 }  // namespace partrain::config
