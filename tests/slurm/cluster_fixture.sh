@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# CTest fixture: starts (fresh) and stops the local Slurm cluster the slurm-label tests use.
+#   cluster_fixture.sh start DIR SPANK_SO
+#   cluster_fixture.sh stop  DIR
+# Where the cluster cannot run (not root, no daemons) `start` writes DIR/skip and exits 77,
+# and every test that uses the cluster skips too.
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+action=$1
+dir=$2
+cluster=$repo/scripts/slurm-cluster.sh
+
+case $action in
+  start)
+    bash "$cluster" stop "$dir" >/dev/null 2>&1 || true
+    rm -rf "$dir"
+    mkdir -p "$dir"
+    if [ "$(id -u)" -ne 0 ]; then
+      echo "a local Slurm cluster needs root" >"$dir/skip"
+      echo "SKIP: $(cat "$dir/skip")"
+      exit 77
+    fi
+    begin=$(( $(date +%s%N) / 1000000 ))
+    bash "$cluster" start "$dir" --nodes 3 --spank "$3" --spank-args "nvlink_domain=4"
+    ms=$(( $(date +%s%N) / 1000000 - begin ))
+    printf "cluster up in %d.%03d s\n" $((ms / 1000)) $((ms % 1000))
+    ;;
+  stop)
+    [ -f "$dir/skip" ] && exit 0
+    bash "$cluster" stop "$dir"
+    ;;
+  *) echo "usage: $0 start DIR SPANK_SO | stop DIR" >&2; exit 2 ;;
+esac

@@ -1,0 +1,118 @@
+// The job's state directory and secret: made once, by exactly one of many racing tasks,
+// private to the user, and refused when someone else owns or can read it.
+#include "job_secret.h"
+
+#include <fstream>
+#include <iterator>
+#include <set>
+#include <string>
+#include <sys/stat.h>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+#include <filesystem>
+#include <gtest/gtest.h>
+
+namespace partrain::spank {
+namespace {
+
+namespace fs = std::filesystem;
+
+class JobSecretTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = fs::temp_directory_path() /
+            ("partrain-secret-test-" + std::to_string(::getpid()) + "-" +
+             ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(root_);
+    fs::create_directories(root_);
+    dir_ = (root_ / "42").string();
+  }
+  void TearDown() override { fs::remove_all(root_); }
+
+  static std::string read(const std::string& path) {
+    std::ifstream in(path);
+    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  }
+
+  fs::path root_;
+  std::string dir_;
+};
+
+TEST_F(JobSecretTest, MadeOncePrivateAndStable) {
+  ASSERT_TRUE(ensure_state_dir(root_.string(), dir_, ::getuid()).is_ok());
+  struct stat st {};
+  ASSERT_EQ(::stat(dir_.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+
+  Result<std::string> first = ensure_job_secret(dir_, ::getuid());
+  ASSERT_TRUE(first.is_ok()) << first.status().message();
+  EXPECT_EQ(*first, dir_ + "/job.secret");
+  ASSERT_EQ(::stat(first->c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  const std::string secret = read(*first);
+  ASSERT_EQ(secret.size(), 65u);
+  EXPECT_EQ(secret.find_first_not_of("0123456789abcdef"), 64u);
+
+  Result<std::string> again = ensure_job_secret(dir_, ::getuid());  // e.g. a requeued run
+  ASSERT_TRUE(again.is_ok());
+  EXPECT_EQ(read(*again), secret);
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()), 1)
+      << "temporary files must not be left behind";
+}
+
+TEST_F(JobSecretTest, RacingTasksAllSeeTheSameCompleteSecret) {
+  ASSERT_TRUE(ensure_state_dir(root_.string(), dir_, ::getuid()).is_ok());
+  constexpr int kTasks = 16;
+  std::vector<std::string> seen(kTasks);
+  std::vector<std::thread> tasks;
+  for (int i = 0; i < kTasks; ++i) {
+    tasks.emplace_back([&, i] {
+      Result<std::string> p = ensure_job_secret(dir_, ::getuid());
+      seen[i] = p.is_ok() ? read(*p) : "error: " + p.status().message();
+    });
+  }
+  for (std::thread& t : tasks) t.join();
+  std::set<std::string> distinct(seen.begin(), seen.end());
+  ASSERT_EQ(distinct.size(), 1u) << *distinct.begin();
+  EXPECT_EQ(distinct.begin()->size(), 65u);
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()), 1);
+}
+
+TEST_F(JobSecretTest, RefusesAFileOthersCanRead) {
+  ASSERT_TRUE(ensure_state_dir(root_.string(), dir_, ::getuid()).is_ok());
+  ASSERT_TRUE(ensure_job_secret(dir_, ::getuid()).is_ok());
+  fs::permissions(dir_ + "/job.secret", fs::perms::group_read, fs::perm_options::add);
+  Result<std::string> p = ensure_job_secret(dir_, ::getuid());
+  ASSERT_FALSE(p.is_ok());
+  EXPECT_NE(p.status().message().find("chmod go-rwx"), std::string::npos);
+}
+
+TEST_F(JobSecretTest, RefusesAnotherUsersDirectoryAndFile) {
+  ASSERT_TRUE(ensure_state_dir(root_.string(), dir_, ::getuid()).is_ok());
+  Status s = ensure_state_dir(root_.string(), dir_, ::getuid() + 1);
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("not to the job's user"), std::string::npos) << s.message();
+  ASSERT_TRUE(ensure_job_secret(dir_, ::getuid()).is_ok());
+  EXPECT_FALSE(ensure_job_secret(dir_, ::getuid() + 1).is_ok());
+}
+
+TEST_F(JobSecretTest, RefusesASymlinkInsteadOfTheSecret) {
+  ASSERT_TRUE(ensure_state_dir(root_.string(), dir_, ::getuid()).is_ok());
+  fs::create_symlink("/etc/hostname", dir_ + "/job.secret");
+  Result<std::string> p = ensure_job_secret(dir_, ::getuid());
+  ASSERT_FALSE(p.is_ok());
+  EXPECT_NE(p.status().message().find("not a regular file"), std::string::npos);
+}
+
+TEST_F(JobSecretTest, MissingStateRootNamesTheFix) {
+  Status s = ensure_state_dir((root_ / "absent").string(), (root_ / "absent/1").string(),
+                              ::getuid());
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("state_root"), std::string::npos);
+  EXPECT_NE(s.message().find("1777"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace partrain::spank
