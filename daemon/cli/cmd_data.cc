@@ -1,0 +1,128 @@
+// `partrain data`: make and look at token shards.
+//
+//   partrain data encode --bytes TEXT... -o SHARD [--val-output SHARD --val-fraction F]
+//   partrain data inspect SHARD... [--format auto|llmc|raw-u16|raw-u32]
+//
+// `encode --bytes` is the byte-level tokenizer (token = byte value, vocab_size 256): it
+// needs no vocabulary file, so the shipped example corpus can be rebuilt anywhere. With
+// --val-output, the last F of every text goes to the validation shard, the rest to SHARD.
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "cli/commands.h"
+#include "cli/exit_codes.h"
+#include "engine/data/dataset.h"
+
+namespace partrain::cli {
+namespace {
+
+namespace data = partrain::engine::data;
+
+struct EncodeArgs {
+  bool bytes = false;
+  std::vector<std::string> texts;
+  std::string output;
+  std::string val_output;
+  double val_fraction = 0.1;
+  bool uint32 = false;
+};
+
+int fail(const Status& s) {
+  std::fprintf(stderr, "partrain: %s\n", s.message().c_str());
+  return exit_code_for(s);
+}
+
+Result<std::string> read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::not_found(fmt::format("{}: cannot open text file", path));
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) return Status::io_error(fmt::format("{}: read failed", path));
+  return text;
+}
+
+int run_encode(const EncodeArgs& a) {
+  if (!a.bytes)
+    return fail(Status::invalid("data encode: name the tokenizer: --bytes (byte-level, "
+                                "vocab_size 256) is the one built in"));
+  if (!(a.val_fraction >= 0.0 && a.val_fraction < 1.0))
+    return fail(Status::invalid(fmt::format(
+        "data encode: --val-fraction {} must be in [0, 1)", a.val_fraction)));
+  std::vector<uint32_t> train, val;
+  for (const auto& path : a.texts) {
+    auto text = read_text(path);
+    if (!text) return fail(text.status());
+    // The tail of each text is held out, so every text is seen in both splits.
+    const size_t n = text->size();
+    const size_t held = a.val_output.empty()
+                            ? 0
+                            : static_cast<size_t>(std::floor(static_cast<double>(n) * a.val_fraction));
+    for (size_t i = 0; i < n; ++i)
+      (i < n - held ? train : val).push_back(static_cast<unsigned char>((*text)[i]));
+  }
+  const int width = a.uint32 ? 4 : 2;
+  Status st = data::write_shard(a.output, train, width);
+  if (!st) return fail(st);
+  std::printf("wrote %s: %zu tokens (llm.c, uint%d, byte-level vocab 256) from %zu texts\n",
+              a.output.c_str(), train.size(), width * 8, a.texts.size());
+  if (!a.val_output.empty()) {
+    st = data::write_shard(a.val_output, val, width);
+    if (!st) return fail(st);
+    std::printf("wrote %s: %zu tokens (the last %.0f%% of each text)\n", a.val_output.c_str(),
+                val.size(), a.val_fraction * 100.0);
+  }
+  return kExitOk;
+}
+
+int run_inspect(const std::vector<std::string>& shards, const std::string& format) {
+  for (const auto& path : shards) {
+    auto info = data::inspect_shard(path, format);
+    if (!info) return fail(info.status());
+    std::printf("%s\n  format  %s\n  tokens  %llu\n", path.c_str(),
+                data::shard_format_name(info->format),
+                static_cast<unsigned long long>(info->num_tokens));
+    if (info->num_tokens > 0)
+      std::printf("  range   [%u, %u] (needs vocab_size >= %llu)\n", info->min_token,
+                  info->max_token, static_cast<unsigned long long>(info->max_token) + 1);
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+void register_data(CLI::App& app, CommandResult* result) {
+  CLI::App* cmd = app.add_subcommand("data", "Make and inspect token shards (llm.c format)");
+  cmd->require_subcommand(1);
+
+  auto encode_args = std::make_shared<EncodeArgs>();
+  CLI::App* encode = cmd->add_subcommand("encode", "Tokenize text files into an llm.c shard");
+  encode->add_flag("--bytes", encode_args->bytes,
+                   "Byte-level tokenizer: one token per byte, vocab_size 256 (required)");
+  encode->add_option("texts", encode_args->texts, "Text files, concatenated in this order")
+      ->required()
+      ->check(CLI::ExistingFile);
+  encode->add_option("-o,--output", encode_args->output, "Shard to write")->required();
+  encode->add_option("--val-output", encode_args->val_output,
+                     "Also write a validation shard from the tail of each text");
+  encode->add_option("--val-fraction", encode_args->val_fraction,
+                     "Share of each text held out for --val-output (default 0.1)");
+  encode->add_flag("--uint32", encode_args->uint32,
+                   "Write uint32 tokens (llm.c version 2) instead of uint16 (version 1)");
+  encode->callback([encode_args, result] { result->exit_code = run_encode(*encode_args); });
+
+  auto shards = std::make_shared<std::vector<std::string>>();
+  auto format = std::make_shared<std::string>("auto");
+  CLI::App* inspect = cmd->add_subcommand("inspect", "Show a shard's format, token count and range");
+  inspect->add_option("shards", *shards, "Token shards")->required();
+  inspect->add_option("--format", *format, "auto (by header), llmc, raw-u16 or raw-u32")
+      ->check(CLI::IsMember({"auto", "llmc", "raw-u16", "raw-u32"}));
+  inspect->callback([shards, format, result] { result->exit_code = run_inspect(*shards, *format); });
+}
+
+}  // namespace partrain::cli

@@ -1,0 +1,146 @@
+// `partrain run` and `partrain export`: single-rank training and weight export.
+//
+//   partrain run JOB.toml [--steps N] [--init FILE.safetensors] [--save FILE.safetensors]
+//                [--device cpu|cuda|cuda:N] [--partrain SPEC]
+//   partrain export JOB.toml [--from FILE.safetensors] -o OUT.safetensors
+//
+// run trains on one rank, printing one line per step and writing <run_dir>/metrics.jsonl
+// (one JSON object per step: step, loss, lr, grad_norm, tokens, step_ms, fwd_ms, bwd_ms,
+// opt_ms). --save writes the final weights under Hugging Face names; --init starts from
+// such a file. export writes the job's model under Hugging Face names: its initial weights
+// (from [training] seed), or the weights of --from re-checked against [model] and
+// rewritten as F32. Multi-rank layouts arrive with the worker runtime; until then only a
+// one-rank SPEC (dp1) is accepted.
+#include <unistd.h>
+
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "cli/commands.h"
+#include "cli/exit_codes.h"
+#include "common/log.h"
+#include "config/job_config.h"
+#include "engine/model/hf_io.h"
+#include "engine/model/model.h"
+#include "engine/train/trainer.h"
+
+namespace partrain::cli {
+namespace {
+
+namespace engine = partrain::engine;
+
+struct RunArgs {
+  std::string job;
+  int64_t steps = 0;
+  std::string init, save, device = "cpu", spec;
+};
+
+struct ExportArgs {
+  std::string job, from, output;
+};
+
+int fail(const Status& s) {
+  std::fprintf(stderr, "partrain: %s\n", s.message().c_str());
+  return exit_code_for(s);
+}
+
+// Loads the job file with PARTRAIN_* environment overrides applied.
+Result<config::JobConfig> load(const std::string& path) {
+  Result<config::JobConfig> job = config::load_job(path);
+  if (!job) return job.status();
+  PARTRAIN_RETURN_IF_ERROR(config::apply_environment(&job.value()));
+  return job;
+}
+
+// One rank only, for now: every degree of the layout must be 1.
+Status check_single_rank(const config::JobConfig& job, const std::string& cli_spec) {
+  ParallelSpec spec = job.parallelism;
+  if (!cli_spec.empty()) {
+    Result<ParallelSpec> s = overlay_spec(spec, cli_spec);
+    if (!s) return s.status();
+    spec = *s;
+  }
+  const int dp = spec.dp.value_or(1);
+  if (spec.tp != 1 || spec.pp != 1 || dp != 1 || spec.ep != 1 || spec.cp != 1) {
+    return Status::invalid(fmt::format(
+        "--partrain={}: `partrain run` trains on one rank in this version; use dp1 (or leave "
+        "--partrain out) and submit multi-rank layouts through partraind", spec.to_string()));
+  }
+  return Status::ok();
+}
+
+int run_train(const RunArgs& a) {
+  Result<config::JobConfig> job = load(a.job);
+  if (!job) return fail(job.status());
+  if (Status s = check_single_rank(*job, a.spec); !s) return fail(s);
+  engine::train::RunOptions o;
+  o.model = job->model;
+  o.train = job->training;
+  o.data = job->data;
+  o.name = job->name;
+  o.run_dir = job->run_dir;
+  o.device = a.device;
+  o.init_path = a.init;
+  o.save_path = a.save;
+  if (a.steps > 0) o.train.steps = a.steps;
+  o.progress_bar = isatty(STDOUT_FILENO) != 0;
+  log::set_context(job->name, "", 0);
+  Result<std::unique_ptr<engine::train::Trainer>> t = engine::train::Trainer::create(o);
+  if (!t) return fail(t.status());
+  if (Status s = (*t)->run(); !s) return fail(s);
+  std::printf("metrics: %s/metrics.jsonl\n", o.run_dir.c_str());
+  return kExitOk;
+}
+
+int run_export(const ExportArgs& a) {
+  Result<config::JobConfig> job = load(a.job);
+  if (!job) return fail(job.status());
+  Result<std::unique_ptr<engine::Backend>> be = engine::make_backend("cpu");
+  if (!be) return fail(be.status());
+  auto m = engine::model::Model::create(job->model, be->get(), 1, job->training.seed);
+  if (!m) return fail(m.status());
+  if (!a.from.empty()) {
+    if (Status s = engine::model::load_hf(**m, a.from); !s) return fail(s);
+  }
+  if (Status s = engine::model::save_hf(**m, a.output); !s) return fail(s);
+  std::printf("wrote %s: %lld parameters in %zu tensors (Hugging Face names)\n", a.output.c_str(),
+              static_cast<long long>((*m)->num_params()), (*m)->table().specs().size());
+  return kExitOk;
+}
+
+}  // namespace
+
+void register_run(CLI::App& app, CommandResult* result) {
+  auto args = std::make_shared<RunArgs>();
+  CLI::App* run = app.add_subcommand(
+      "run", "Train the job's model on one rank (CPU or one GPU). One line per step; "
+             "metrics in <run_dir>/metrics.jsonl.");
+  run->add_option("job", args->job, "job file (TOML)")->required()->check(CLI::ExistingFile);
+  run->add_option("--steps", args->steps, "optimizer steps (overrides [training] steps)")
+      ->check(CLI::PositiveNumber);
+  run->add_option("--init", args->init,
+                  "start from these weights (safetensors, Hugging Face names, e.g. from "
+                  "--save or `partrain export`)")
+      ->check(CLI::ExistingFile);
+  run->add_option("--save", args->save,
+                  "write the final weights here (safetensors, Hugging Face names)");
+  run->add_option("--device", args->device, "cpu, cuda or cuda:N (default: cpu)");
+  run->add_option("--partrain", args->spec, "parallel layout; only dp1 on one rank for now");
+  run->callback([args, result] { result->exit_code = run_train(*args); });
+
+  auto eargs = std::make_shared<ExportArgs>();
+  CLI::App* exp = app.add_subcommand(
+      "export", "Write the job's model weights as safetensors with Hugging Face names: the "
+                "initial weights, or those of --from (e.g. `partrain run --save` output).");
+  exp->add_option("job", eargs->job, "job file (TOML)")->required()->check(CLI::ExistingFile);
+  exp->add_option("--from", eargs->from, "weights to convert (safetensors)")
+      ->check(CLI::ExistingFile);
+  exp->add_option("-o,--output", eargs->output, "output file (.safetensors)")->required();
+  exp->callback([eargs, result] { result->exit_code = run_export(*eargs); });
+}
+
+}  // namespace partrain::cli

@@ -1,0 +1,51 @@
+// Allocation bookkeeping shared by every backend (the base class's non-virtual part).
+#include "engine/backend.h"
+
+#include <fmt/format.h>
+
+namespace partrain::engine {
+
+Result<Tensor> Backend::alloc(MemCategory category, DType dtype, Shape shape) {
+  Tensor t{nullptr, dtype, shape};
+  const size_t bytes = t.bytes();
+  if (bytes == 0) return t;
+  t.data = raw_alloc(bytes);
+  if (t.data == nullptr) {
+    return Status::unavailable(fmt::format(
+        "{}: out of memory allocating {:.1f} MiB of {} (live {:.1f} MiB); use a smaller "
+        "micro_batch, seq_len or model, or activation recompute",
+        name(), static_cast<double>(bytes) / (1 << 20), mem_category_name(category),
+        static_cast<double>(stats_.live_total) / (1 << 20)));
+  }
+  const auto c = static_cast<size_t>(category);
+  live_[t.data] = {category, bytes};
+  stats_.live[c] += bytes;
+  stats_.live_total += bytes;
+  if (stats_.live[c] > stats_.peak[c]) stats_.peak[c] = stats_.live[c];
+  if (stats_.live_total > stats_.peak_total) stats_.peak_total = stats_.live_total;
+  return t;
+}
+
+void Backend::release(Tensor* t) {
+  if (t == nullptr || t->data == nullptr) return;
+  auto it = live_.find(t->data);
+  if (it != live_.end()) {
+    const auto c = static_cast<size_t>(it->second.first);
+    stats_.live[c] -= it->second.second;
+    stats_.live_total -= it->second.second;
+    live_.erase(it);
+    raw_free(t->data);
+  }
+  *t = Tensor{};
+}
+
+void Backend::release_all() {
+  for (auto& [p, info] : live_) {
+    stats_.live[static_cast<size_t>(info.first)] -= info.second;
+    stats_.live_total -= info.second;
+    raw_free(p);
+  }
+  live_.clear();
+}
+
+}  // namespace partrain::engine

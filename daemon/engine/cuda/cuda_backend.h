@@ -1,0 +1,135 @@
+// The CUDA backend: engine::Backend on one NVIDIA GPU. Storage: bf16 weights and
+// activations, fp32 gradients (so accumulation over micro-batches and the embedding
+// scatter stay fp32), fp32 master weights and moments inside adamw(); every op is a
+// launcher of engine/cuda/kernels.h on the backend's stream.
+//
+// Errors: Backend ops return void, so the first CUDA/cuBLAS error is kept (and logged once)
+// and every later op is skipped; status() reports it and synchronize()/to_host() surface
+// faults from earlier kernels. Memory: cudaMalloc only (never managed), counted per
+// category by Backend::alloc.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "common/status.h"
+#include "engine/backend.h"
+#include "engine/cuda/kernels.h"
+
+namespace partrain::engine {
+
+// False when the CUDA runtime finds no usable device (no driver: cudaGetDeviceCount
+// returns cudaErrorInsufficientDriver or cudaErrorNoDevice). Never throws or exits.
+bool cuda_device_available();
+
+// Declared in engine/backend.h too (under PARTRAIN_HAVE_CUDA); repeated here so users of
+// this library need not define that macro.
+Result<std::unique_ptr<Backend>> make_cuda_backend(int ordinal);
+
+namespace cuda {
+
+class CudaBackend final : public Backend {
+ public:
+  static Result<std::unique_ptr<CudaBackend>> create(int ordinal);
+  ~CudaBackend() override;
+
+  // The first error any op met (ok when none); also checks for pending device faults.
+  Status status();
+  const Context& context() const { return ctx_; }
+
+  std::string name() const override { return "cuda:" + std::to_string(ctx_.device); }
+  DType param_dtype() const override { return DType::kBF16; }
+  DType grad_dtype() const override { return DType::kF32; }
+  DType act_dtype() const override { return DType::kBF16; }
+
+  void to_device(const Tensor& dst, const float* src) override;
+  void to_device_i32(const Tensor& dst, const int32_t* src) override;
+  void to_host(float* dst, const Tensor& src) override;
+  void to_host_i32(int32_t* dst, const Tensor& src) override;
+  // Same dtype: a device copy; otherwise converted (e.g. bf16 params -> fp32 master).
+  void copy(const Tensor& dst, const Tensor& src) override;
+  void synchronize() override;
+
+  void zero(const Tensor& t) override;
+  void fill(const Tensor& t, float value) override;
+  void scale(const Tensor& t, float factor) override;
+  void accumulate(const Tensor& dst, const Tensor& src) override;
+  void residual_forward(const Tensor& out, const Tensor& a, const Tensor& b) override;
+
+  void embedding_forward(const Tensor& out, const Tensor& tokens, const Tensor& wte,
+                         const Tensor& wpe, int B, int T, int C) override;
+  void embedding_backward(const Tensor& dwte, const Tensor& dwpe, const Tensor& dout,
+                          const Tensor& tokens, int B, int T, int C) override;
+  void layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd,
+                         const Tensor& inp, const Tensor& w, const Tensor& b, int N, int C,
+                         float eps) override;
+  void layernorm_backward(const Tensor& dinp, const Tensor& dw, const Tensor& db,
+                          const Tensor& dout, const Tensor& inp, const Tensor& w,
+                          const Tensor& mean, const Tensor& rstd, int N, int C) override;
+  void rmsnorm_forward(const Tensor& out, const Tensor& rstd, const Tensor& inp, const Tensor& w,
+                       int N, int C, float eps) override;
+  void rmsnorm_backward(const Tensor& dinp, const Tensor& dw, const Tensor& dout,
+                        const Tensor& inp, const Tensor& w, const Tensor& rstd, int N,
+                        int C) override;
+  void matmul_forward(const Tensor& out, const Tensor& inp, const Tensor& w, const Tensor& bias,
+                      int N, int C, int OC) override;
+  void matmul_backward(const Tensor& dinp, const Tensor& dw, const Tensor& dbias,
+                       const Tensor& dout, const Tensor& inp, const Tensor& w, int N, int C,
+                       int OC) override;
+  void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k,
+                         const Tensor& v, const AttentionDims& d) override;
+  void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv,
+                          const Tensor& dout, const Tensor& out, const Tensor& lse,
+                          const Tensor& q, const Tensor& k, const Tensor& v,
+                          const AttentionDims& d) override;
+  void gelu_forward(const Tensor& out, const Tensor& inp) override;
+  void gelu_backward(const Tensor& dinp, const Tensor& inp, const Tensor& dout) override;
+  void swiglu_forward(const Tensor& out, const Tensor& inp, int N, int F) override;
+  void swiglu_backward(const Tensor& dinp, const Tensor& inp, const Tensor& dout, int N,
+                       int F) override;
+  void rope_forward(const Tensor& out, const Tensor& inp, int B, int T, int heads, int hd,
+                    int stride, float theta) override;
+  void rope_backward(const Tensor& dinp, const Tensor& dout, int B, int T, int heads, int hd,
+                     int stride, float theta) override;
+  void crossentropy_forward(const Tensor& losses, const Tensor& lse, const Tensor& logits,
+                            const Tensor& targets, int N, int V) override;
+  void crossentropy_backward(const Tensor& dlogits, const Tensor& logits, const Tensor& lse,
+                             const Tensor& targets, const Tensor& dloss, int N, int V) override;
+  void dropout_forward(const Tensor& out, const Tensor& inp, float p, uint64_t seed,
+                       uint64_t offset) override;
+  void dropout_backward(const Tensor& dinp, const Tensor& dout, float p, uint64_t seed,
+                        uint64_t offset) override;
+  void gather_rows(const Tensor& out, const Tensor& inp, const Tensor& idx, const Tensor& weight,
+                   int M, int C) override;
+  void scatter_add_rows(const Tensor& out, const Tensor& inp, const Tensor& idx,
+                        const Tensor& weight, int M, int C) override;
+  void gathered_row_dot(const Tensor& out, const Tensor& a, const Tensor& idx, const Tensor& b,
+                        int M, int C) override;
+  double sum_squares(const Tensor& x) override;
+  void adamw(const Tensor& param, const Tensor& master, const Tensor& m, const Tensor& v,
+             const Tensor& grad, const AdamWArgs& a) override;
+
+ protected:
+  void* raw_alloc(size_t bytes) override;
+  void raw_free(void* p) override;
+
+ private:
+  CudaBackend() = default;
+  // Keeps the first error; true while no error has happened (so ops can bail out early).
+  bool check(Status s);
+  bool ok() const { return error_.is_ok(); }
+  // The attention workspace, grown on demand (category workspace).
+  void* attention_workspace(size_t bytes);
+  // Flash-style attention instead of the GEMM path: PARTRAIN_CUDA_ATTENTION=flash|gemm|auto
+  // (auto, the default: flash only where the GEMM path's T x T workspace would pass 4 GiB).
+  bool use_flash(const AttentionDims& d, size_t gemm_workspace_bytes) const;
+
+  Context ctx_;
+  Status error_;
+  double* dsum_ = nullptr;  // device accumulator for sum_squares
+  Tensor attn_ws_;
+  enum class AttentionMode { kAuto, kGemm, kFlash } attention_mode_ = AttentionMode::kAuto;
+};
+
+}  // namespace cuda
+}  // namespace partrain::engine

@@ -1,0 +1,357 @@
+// Model: construction, the forward pass and the backward pass of the whole network.
+// Blocks are in block.cc, mixture-of-experts feed-forward in moe.cc.
+#include "engine/model/model.h"
+
+#include <fmt/format.h>
+
+#include "engine/model/model_internal.h"
+#include "engine/philox.h"
+
+namespace partrain::engine::model {
+
+Model::~Model() {
+  for (Tensor& t : owned_) be_->release(&t);
+}
+
+Result<Tensor> Model::alloc(MemCategory cat, DType dtype, Shape shape) {
+  Result<Tensor> t = be_->alloc(cat, dtype, shape);
+  if (t) owned_.push_back(*t);
+  return t;
+}
+
+Tensor Model::param(int i) const {
+  const ParamSpec& s = table_.specs()[static_cast<size_t>(i)];
+  return params_.slice(s.offset, s.shape);
+}
+Tensor Model::grad(int i) const {
+  const ParamSpec& s = table_.specs()[static_cast<size_t>(i)];
+  return grads_.slice(s.offset, s.shape);
+}
+Tensor Model::pspan(int i, Shape shape) const {
+  return i < 0 ? Tensor{} : params_.slice(table_.specs()[static_cast<size_t>(i)].offset, shape);
+}
+Tensor Model::gspan(int i, Shape shape) const {
+  return i < 0 ? Tensor{} : grads_.slice(table_.specs()[static_cast<size_t>(i)].offset, shape);
+}
+
+static Status validate(const ModelOptions& o) {
+  auto bad = [](const std::string& what) { return Status::invalid("[model] " + what); };
+  if (o.vocab_size < 2) return bad("vocab_size must be at least 2");
+  if (o.seq_len < 1 || o.layers < 1 || o.hidden < 1 || o.heads < 1)
+    return bad("seq_len, layers, hidden and heads must be positive");
+  if (o.hidden % o.heads != 0)
+    return bad(fmt::format("hidden {} is not divisible by heads {}; pick heads dividing hidden",
+                           o.hidden, o.heads));
+  if (o.heads % o.kv_heads != 0)
+    return bad(fmt::format("heads {} is not divisible by kv_heads {}", o.heads, o.kv_heads));
+  if (o.arch == Arch::kLlama && (o.hidden / o.heads) % 2 != 0)
+    return bad("RoPE needs an even head dimension hidden/heads");
+  if (o.dropout < 0.0f || o.dropout >= 1.0f) return bad("dropout must be in [0, 1)");
+  if (o.moe_experts > 0 && (o.moe_top_k < 1 || o.moe_top_k > o.moe_experts))
+    return bad(fmt::format("moe_top_k {} must be in 1..moe_experts ({})", o.moe_top_k,
+                           o.moe_experts));
+  if (o.moe_experts > 0 && o.moe_capacity_factor <= 0.0f)
+    return bad("moe_capacity_factor must be positive");
+  return Status::ok();
+}
+
+Result<std::unique_ptr<Model>> Model::create(const ModelOptions& options, Backend* backend,
+                                             int max_batch, uint64_t seed) {
+  const ModelOptions o = resolved(options);
+  PARTRAIN_RETURN_IF_ERROR(validate(o));
+  if (max_batch < 1) return Status::invalid("micro_batch must be at least 1");
+  std::unique_ptr<Model> m(new Model());
+  m->o_ = o;
+  m->be_ = backend;
+  m->seed_ = seed;
+  m->table_ = build_param_table(o);
+  PARTRAIN_RETURN_IF_ERROR(m->allocate(max_batch));
+  std::vector<float> host(static_cast<size_t>(m->table_.total()));
+  init_params(m->table_, seed, host.data());
+  m->params_from_host(host);
+  return m;
+}
+
+void Model::index_params() {
+  auto idx = [&](const std::string& name) { return table_.find(name); };
+  const bool gpt2 = o_.arch == Arch::kGpt2;
+  wte_ = idx(gpt2 ? "wte.weight" : "model.embed_tokens.weight");
+  wpe_ = gpt2 ? idx("wpe.weight") : -1;
+  lnf_w_ = idx(gpt2 ? "ln_f.weight" : "model.norm.weight");
+  lnf_b_ = gpt2 ? idx("ln_f.bias") : -1;
+  head_ = o_.tie_embeddings ? wte_ : idx("lm_head.weight");
+  bp_.assign(static_cast<size_t>(o_.layers), BlockParams{});
+  for (int l = 0; l < o_.layers; ++l) {
+    BlockParams& p = bp_[static_cast<size_t>(l)];
+    if (gpt2) {
+      const std::string h = "h." + std::to_string(l) + ".";
+      p.ln1_w = idx(h + "ln_1.weight"), p.ln1_b = idx(h + "ln_1.bias");
+      p.qkv_w = idx(h + "attn.c_attn.weight"), p.qkv_b = idx(h + "attn.c_attn.bias");
+      p.o_w = idx(h + "attn.c_proj.weight"), p.o_b = idx(h + "attn.c_proj.bias");
+      p.ln2_w = idx(h + "ln_2.weight"), p.ln2_b = idx(h + "ln_2.bias");
+      p.fc_w = idx(h + "mlp.c_fc.weight"), p.fc_b = idx(h + "mlp.c_fc.bias");
+      p.proj_w = idx(h + "mlp.c_proj.weight"), p.proj_b = idx(h + "mlp.c_proj.bias");
+      p.router = idx(h + "mlp.router.weight");
+      for (int e = 0; e < o_.moe_experts && p.router >= 0; ++e) {
+        const std::string x = h + "mlp.experts." + std::to_string(e) + ".";
+        p.expert_fc_w.push_back(idx(x + "c_fc.weight"));
+        p.expert_fc_b.push_back(idx(x + "c_fc.bias"));
+        p.expert_proj_w.push_back(idx(x + "c_proj.weight"));
+        p.expert_proj_b.push_back(idx(x + "c_proj.bias"));
+      }
+    } else {
+      const std::string h = "model.layers." + std::to_string(l) + ".";
+      p.ln1_w = idx(h + "input_layernorm.weight");
+      p.qkv_w = idx(h + "self_attn.q_proj.weight");  // q, k, v are consecutive: one GEMM
+      p.o_w = idx(h + "self_attn.o_proj.weight");
+      p.ln2_w = idx(h + "post_attention_layernorm.weight");
+      p.fc_w = idx(h + "mlp.gate_proj.weight");  // gate, up consecutive: one [2F, C] GEMM
+      p.proj_w = idx(h + "mlp.down_proj.weight");
+      p.router = idx(h + "block_sparse_moe.gate.weight");
+      for (int e = 0; e < o_.moe_experts && p.router >= 0; ++e) {
+        const std::string x = h + "block_sparse_moe.experts." + std::to_string(e) + ".";
+        p.expert_fc_w.push_back(idx(x + "w1.weight"));  // w1 (gate), w3 (up) consecutive
+        p.expert_fc_b.push_back(-1);
+        p.expert_proj_w.push_back(idx(x + "w2.weight"));
+        p.expert_proj_b.push_back(-1);
+      }
+    }
+  }
+}
+
+Status Model::allocate(int max_batch) {
+  index_params();
+  max_batch_ = max_batch;
+  const int64_t N = static_cast<int64_t>(max_batch) * o_.seq_len, C = o_.hidden;
+  const int64_t V = o_.vocab_size, L = o_.layers;
+  const int64_t hd = C / o_.heads, QKV = (o_.heads + 2 * o_.kv_heads) * hd;
+  const int64_t F = o_.ffn_hidden, FC = o_.arch == Arch::kGpt2 ? F : 2 * F;
+  const DType pd = be_->param_dtype(), gd = be_->grad_dtype(), ad = be_->act_dtype();
+  using MC = MemCategory;
+  auto get = [&](MC c, DType d, Shape s, Tensor* out) -> Status {
+    Result<Tensor> t = alloc(c, d, s);
+    if (!t) return t.status();
+    *out = *t;
+    return Status::ok();
+  };
+  PARTRAIN_RETURN_IF_ERROR(get(MC::kWeights, pd, {table_.total()}, &params_));
+  PARTRAIN_RETURN_IF_ERROR(get(MC::kGrads, gd, {table_.total()}, &grads_));
+  PARTRAIN_RETURN_IF_ERROR(get(MC::kActivations, DType::kI32, {N}, &tokens_));
+  PARTRAIN_RETURN_IF_ERROR(get(MC::kActivations, DType::kI32, {N}, &targets_));
+  res_.assign(static_cast<size_t>(L + 1), Tensor{});
+  for (auto& r : res_) PARTRAIN_RETURN_IF_ERROR(get(MC::kActivations, ad, {N, C}, &r));
+
+  // Block activations. What recompute frees is allocated once and shared by all blocks:
+  // selective shares the attention core (att, lse); full shares everything but the block
+  // inputs res_[l], and recomputes the block in backward.
+  const bool full = o_.recompute == Recompute::kFull;
+  const bool share_core = o_.recompute != Recompute::kNone;
+  BlockActs shared;
+  auto alloc_acts = [&](BlockActs& a, bool core, bool rest) -> Status {
+    const MC c = MC::kActivations;
+    if (core) {
+      PARTRAIN_RETURN_IF_ERROR(get(c, ad, {N, C}, &a.att));
+      PARTRAIN_RETURN_IF_ERROR(get(c, DType::kF32, {max_batch, o_.heads, o_.seq_len}, &a.lse));
+    }
+    if (rest) {
+      PARTRAIN_RETURN_IF_ERROR(get(c, ad, {N, C}, &a.ln1));
+      PARTRAIN_RETURN_IF_ERROR(get(c, DType::kF32, {N}, &a.ln1_mean));
+      PARTRAIN_RETURN_IF_ERROR(get(c, DType::kF32, {N}, &a.ln1_rstd));
+      PARTRAIN_RETURN_IF_ERROR(get(c, ad, {N, QKV}, &a.qkv));
+      PARTRAIN_RETURN_IF_ERROR(get(c, ad, {N, C}, &a.res2));
+      PARTRAIN_RETURN_IF_ERROR(get(c, ad, {N, C}, &a.ln2));
+      PARTRAIN_RETURN_IF_ERROR(get(c, DType::kF32, {N}, &a.ln2_mean));
+      PARTRAIN_RETURN_IF_ERROR(get(c, DType::kF32, {N}, &a.ln2_rstd));
+      PARTRAIN_RETURN_IF_ERROR(get(c, ad, {N, FC}, &a.fc));
+      PARTRAIN_RETURN_IF_ERROR(get(c, ad, {N, F}, &a.act));
+    }
+    return Status::ok();
+  };
+  PARTRAIN_RETURN_IF_ERROR(alloc_acts(shared, share_core, full));
+  PARTRAIN_RETURN_IF_ERROR(get(MC::kWorkspace, ad, {N, C}, &shared.branch));
+  acts_.clear();
+  moe_.clear();
+  for (int l = 0; l < L; ++l) {
+    auto a = std::make_unique<BlockActs>(shared);
+    PARTRAIN_RETURN_IF_ERROR(alloc_acts(*a, !share_core, !full));
+    acts_.push_back(std::move(a));
+    std::unique_ptr<MoeState> s;
+    if (bp_[static_cast<size_t>(l)].router >= 0) {
+      s = std::make_unique<MoeState>();
+      PARTRAIN_RETURN_IF_ERROR(moe_allocate(l, *s));
+    }
+    moe_.push_back(std::move(s));
+  }
+  if (full) PARTRAIN_RETURN_IF_ERROR(get(MC::kWorkspace, ad, {N, C}, &res_scratch_));
+
+  // Head and loss.
+  PARTRAIN_RETURN_IF_ERROR(get(MC::kActivations, ad, {N, C}, &lnf_));
+  PARTRAIN_RETURN_IF_ERROR(get(MC::kActivations, DType::kF32, {N}, &lnf_mean_));
+  PARTRAIN_RETURN_IF_ERROR(get(MC::kActivations, DType::kF32, {N}, &lnf_rstd_));
+  PARTRAIN_RETURN_IF_ERROR(get(MC::kActivations, ad, {N, V}, &logits_));
+  PARTRAIN_RETURN_IF_ERROR(get(MC::kActivations, DType::kF32, {N}, &losses_));
+  PARTRAIN_RETURN_IF_ERROR(get(MC::kActivations, DType::kF32, {N}, &lse_));
+  // Backward scratch, shared by all blocks.
+  PARTRAIN_RETURN_IF_ERROR(get(MC::kWorkspace, DType::kF32, {N}, &dloss_));
+  PARTRAIN_RETURN_IF_ERROR(get(MC::kWorkspace, ad, {N, V}, &dlogits_));
+  PARTRAIN_RETURN_IF_ERROR(get(MC::kWorkspace, ad, {N, C}, &dres_));
+  PARTRAIN_RETURN_IF_ERROR(get(MC::kWorkspace, ad, {N, C}, &dln_));
+  PARTRAIN_RETURN_IF_ERROR(get(MC::kWorkspace, ad, {N, C}, &dbranch_));
+  PARTRAIN_RETURN_IF_ERROR(get(MC::kWorkspace, ad, {N, C}, &datt_));
+  PARTRAIN_RETURN_IF_ERROR(get(MC::kWorkspace, ad, {N, QKV}, &dqkv_));
+  PARTRAIN_RETURN_IF_ERROR(get(MC::kWorkspace, ad, {N, FC}, &dfc_));
+  PARTRAIN_RETURN_IF_ERROR(get(MC::kWorkspace, ad, {N, F}, &dact_));
+  host_losses_.resize(static_cast<size_t>(N));
+  return Status::ok();
+}
+
+void Model::zero_grads() { be_->zero(grads_); }
+
+std::vector<float> Model::params_to_host() {
+  std::vector<float> host(static_cast<size_t>(table_.total()));
+  be_->to_host(host.data(), params_);
+  return host;
+}
+
+void Model::params_from_host(const std::vector<float>& host) {
+  be_->to_device(params_, host.data());
+}
+
+// ---- forward ------------------------------------------------------------------------------
+
+Result<LossParts> Model::forward(const MicroBatch& batch) {
+  if (batch.B < 1 || batch.B > max_batch_) {
+    return Status::invalid(fmt::format("micro-batch of {} sequences; this model was built for "
+                                       "1..{}", batch.B, max_batch_));
+  }
+  batch_ = batch;
+  B_ = batch.B;
+  N_ = B_ * o_.seq_len;
+  const int T = o_.seq_len, C = o_.hidden, V = o_.vocab_size, L = o_.layers;
+  aux_loss_ = 0.0f;
+  recomputing_ = false;
+  // The batch goes to the device; targets are checked against the vocabulary there too.
+  const Tensor tokens = tokens_.slice(0, {N_}), targets = targets_.slice(0, {N_});
+  for (int n = 0; n < N_; ++n) {
+    if (batch.inputs[n] < 0 || batch.inputs[n] >= V || batch.targets[n] >= V) {
+      return Status::invalid(fmt::format("token {} at position {} is outside the vocabulary "
+                                         "(vocab_size {})", batch.inputs[n], n, V));
+    }
+  }
+  be_->to_device_i32(tokens, batch.inputs);
+  be_->to_device_i32(targets, batch.targets);
+
+  // Token (+ position) embeddings, then dropout, into the residual stream.
+  const Tensor x0 = act(res_[0]);
+  be_->embedding_forward(x0, tokens, param(wte_), wpe_ >= 0 ? param(wpe_) : Tensor{}, B_, T, C);
+  dropout(x0, L, 0);
+  // The blocks.
+  for (int l = 0; l < L; ++l) block_forward(l, act(res_[l]), act(res_[l + 1]), *acts_[l]);
+  // Final norm, LM head (tied to wte for GPT-2), per-token cross-entropy.
+  const Tensor lnf = act(lnf_);
+  norm_forward(lnf, lnf_mean_, lnf_rstd_, act(res_[L]), lnf_w_, lnf_b_);
+  const Tensor logits = logits_.slice(0, {N_, V});
+  be_->matmul_forward(logits, lnf, param(head_), Tensor{}, N_, C, V);
+  be_->crossentropy_forward(losses_.slice(0, {N_}), lse_.slice(0, {N_}), logits, targets, N_, V);
+  // The mean over the B*T tokens (those with a target: a target < 0 is ignored, as
+  // PyTorch's ignore_index), summed on the host in double for a reproducible value.
+  be_->to_host(host_losses_.data(), losses_.slice(0, {N_}));
+  double sum = 0.0;
+  for (int n = 0; n < N_; ++n) sum += host_losses_[static_cast<size_t>(n)];
+  loss_count_ = 0;
+  for (int n = 0; n < N_; ++n) loss_count_ += batch.targets[n] >= 0 ? 1 : 0;
+  LossParts parts;
+  parts.ce = loss_count_ > 0 ? static_cast<float>(sum / loss_count_) : 0.0f;
+  parts.aux = aux_loss_;
+  parts.loss = parts.ce + parts.aux;
+  return parts;
+}
+
+// ---- backward -----------------------------------------------------------------------------
+
+void Model::backward(float scale) {
+  const int T = o_.seq_len, C = o_.hidden, V = o_.vocab_size, L = o_.layers;
+  backward_scale_ = scale;
+  // d loss / d loss_n = scale / (number of counted tokens); ignored ones get no gradient.
+  const Tensor dloss = dloss_.slice(0, {N_});
+  be_->fill(dloss, loss_count_ > 0 ? scale / static_cast<float>(loss_count_) : 0.0f);
+  // Cross-entropy, LM head, final norm: dres = d loss / d res_[L].
+  const Tensor dlogits = dlogits_.slice(0, {N_, V});
+  be_->zero(dlogits);
+  be_->crossentropy_backward(dlogits, logits_.slice(0, {N_, V}), lse_.slice(0, {N_}),
+                             targets_.slice(0, {N_}), dloss, N_, V);
+  const Tensor dln = act(dln_), dres = act(dres_);
+  be_->zero(dln);
+  be_->matmul_backward(dln, grad(head_), Tensor{}, dlogits, act(lnf_), param(head_), N_, C, V);
+  be_->zero(dres);
+  norm_backward(dres, lnf_w_, lnf_b_, dln, act(res_[L]), lnf_mean_, lnf_rstd_);
+  // The blocks in reverse; dres carries d loss / d res_[l] down.
+  for (int l = L - 1; l >= 0; --l) {
+    BlockActs& a = *acts_[l];
+    if (o_.recompute == Recompute::kFull) {
+      // Rebuild this block's activations from its stored input (bit-identical to forward).
+      recomputing_ = true;
+      block_forward(l, act(res_[l]), act(res_scratch_), a);
+      recomputing_ = false;
+    }
+    block_backward(l, act(res_[l]), dres, a);
+  }
+  // Embedding dropout, then token (and position) embeddings.
+  const Tensor demb = dropout_grad(dres, L, 0);
+  be_->embedding_backward(grad(wte_), wpe_ >= 0 ? grad(wpe_) : Tensor{}, demb,
+                          tokens_.slice(0, {N_}), B_, T, C);
+}
+
+// ---- shared helpers -----------------------------------------------------------------------
+
+Tensor Model::act(const Tensor& t) const {
+  Shape s = t.shape;
+  s.dims[0] = t.shape.ndim == 3 ? B_ : static_cast<int64_t>(N_);
+  return t.slice(0, s);
+}
+
+void Model::norm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd,
+                         const Tensor& inp, int w, int b) {
+  const int C = o_.hidden;
+  if (o_.arch == Arch::kGpt2) {
+    be_->layernorm_forward(out, mean.slice(0, {N_}), rstd.slice(0, {N_}), inp, param(w),
+                           b >= 0 ? param(b) : Tensor{}, N_, C, o_.norm_eps);
+  } else {
+    be_->rmsnorm_forward(out, rstd.slice(0, {N_}), inp, param(w), N_, C, o_.norm_eps);
+  }
+}
+
+void Model::norm_backward(const Tensor& dinp, int w, int b, const Tensor& dout,
+                          const Tensor& inp, const Tensor& mean, const Tensor& rstd) {
+  const int C = o_.hidden;
+  if (o_.arch == Arch::kGpt2) {
+    be_->layernorm_backward(dinp, grad(w), b >= 0 ? grad(b) : Tensor{}, dout, inp, param(w),
+                            mean.slice(0, {N_}), rstd.slice(0, {N_}), N_, C);
+  } else {
+    be_->rmsnorm_backward(dinp, grad(w), dout, inp, param(w), rstd.slice(0, {N_}), N_, C);
+  }
+}
+
+uint64_t Model::dropout_key(int layer, int site) const {
+  return philox_key(seed_ ^ 0x64726f70ull /* "drop" */, static_cast<uint64_t>(batch_.step),
+                    static_cast<uint64_t>(layer) * 4 + static_cast<uint64_t>(site));
+}
+
+uint64_t Model::dropout_offset() const {
+  return batch_.first_sample * static_cast<uint64_t>(o_.seq_len) * static_cast<uint64_t>(o_.hidden);
+}
+
+void Model::dropout(const Tensor& t, int layer, int site) {
+  if (o_.dropout <= 0.0f) return;
+  be_->dropout_forward(t, t, o_.dropout, dropout_key(layer, site), dropout_offset());
+}
+
+Tensor Model::dropout_grad(const Tensor& dout, int layer, int site) {
+  if (o_.dropout <= 0.0f) return dout;
+  const Tensor d = act(dbranch_);
+  be_->zero(d);
+  be_->dropout_backward(d, dout, o_.dropout, dropout_key(layer, site), dropout_offset());
+  return d;
+}
+
+}  // namespace partrain::engine::model

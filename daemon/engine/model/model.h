@@ -1,0 +1,145 @@
+// The transformer: GPT-2 or LLaMA style, optionally with mixture-of-experts blocks, written
+// once against engine::Backend. llm.c's structure: one flat parameter buffer and one flat
+// gradient buffer (views per tensor), activations allocated once for the micro-batch size,
+// forward() computes the loss, backward() accumulates gradients.
+//
+// Loss: the mean cross-entropy over the B*T tokens of the micro-batch (a target < 0 is
+// ignored, as PyTorch's ignore_index), plus the MoE
+// auxiliary load-balancing loss of every MoE block. backward(scale) adds the gradient of
+// scale * loss, so gradient accumulation over m micro-batches passes scale = 1/m.
+//
+// Randomness: dropout masks are keyed by (seed, step, layer, site) and the logical
+// position of each element, (global sample index * T + t) * C + c, so a data-parallel
+// split or a restart draws the same masks.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "engine/backend.h"
+#include "engine/model/params.h"
+#include "engine/options.h"
+
+namespace partrain::engine::model {
+
+// One micro-batch, host side: inputs/targets [B, T] token ids.
+struct MicroBatch {
+  const int32_t* inputs = nullptr;
+  const int32_t* targets = nullptr;
+  int B = 0;
+  uint64_t first_sample = 0;  // global index of the first sequence (keys dropout)
+  int64_t step = 0;           // optimizer step (keys dropout)
+};
+
+struct LossParts {
+  float loss = 0;  // ce + aux
+  float ce = 0;    // mean cross-entropy
+  float aux = 0;   // MoE load-balancing loss (sum over MoE blocks, times the coefficient)
+};
+
+struct BlockActs;  // per-block activations (model.cc)
+struct MoeState;   // per-MoE-block routing and expert activations (moe.cc)
+
+class Model {
+ public:
+  // Validates the options, allocates parameters, gradients and activations for micro
+  // batches of up to `max_batch` sequences, and initialises the weights from `seed`.
+  static Result<std::unique_ptr<Model>> create(const ModelOptions& options, Backend* backend,
+                                               int max_batch, uint64_t seed);
+  ~Model();
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  // Forward pass and loss of one micro-batch (training mode: dropout on).
+  Result<LossParts> forward(const MicroBatch& batch);
+  // Accumulates d(scale * loss)/d(params) into grads(), for the last forward().
+  void backward(float scale);
+  void zero_grads();
+
+  const ModelOptions& options() const { return o_; }
+  const ParamTable& table() const { return table_; }
+  Backend& backend() { return *be_; }
+  Tensor params() const { return params_; }  // flat, table().total() elements
+  Tensor grads() const { return grads_; }
+  Tensor param(int i) const;
+  Tensor grad(int i) const;
+  int64_t num_params() const { return table_.total(); }
+
+  // Host copies of all parameters (fp32, table layout) and loading them back.
+  std::vector<float> params_to_host();
+  void params_from_host(const std::vector<float>& host);
+
+ private:
+  Model() = default;
+  Result<Tensor> alloc(MemCategory cat, DType dtype, Shape shape);  // owned, freed in ~Model
+  Status allocate(int max_batch);
+  void index_params();
+  // Views: parameter/gradient i seen as `shape` (fused groups span consecutive tensors);
+  // an empty tensor for i < 0.
+  Tensor pspan(int i, Shape shape) const;
+  Tensor gspan(int i, Shape shape) const;
+  // The leading N (or B) rows of an activation buffer for the current micro-batch.
+  Tensor act(const Tensor& t) const;
+  // LayerNorm (gpt2) or RMSNorm (llama) with parameters w, b (b < 0: none).
+  void norm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& inp,
+                    int w, int b);
+  void norm_backward(const Tensor& dinp, int w, int b, const Tensor& dout, const Tensor& inp,
+                     const Tensor& mean, const Tensor& rstd);
+  // Blocks (block.cc): out = block(in); backward turns dres = dL/d(out) into dL/d(in) in place.
+  void block_forward(int l, const Tensor& in, const Tensor& out, BlockActs& a);
+  void block_backward(int l, const Tensor& in, const Tensor& dres, BlockActs& a);
+  void attention_core_forward(BlockActs& a);
+  void mlp_forward(int l, BlockActs& a, const Tensor& out);
+  void mlp_backward(int l, BlockActs& a, const Tensor& dout, const Tensor& dln2);
+  // MoE feed-forward (moe.cc).
+  Status moe_allocate(int l, MoeState& s);
+  void moe_forward(int l, MoeState& s, const Tensor& x, const Tensor& out);
+  void moe_backward(int l, MoeState& s, const Tensor& x, const Tensor& dout, const Tensor& dx);
+  // Dropout at (layer, site) in place; dropout_grad returns dL/d(input) (dout itself when
+  // dropout is off, else a scratch buffer).
+  uint64_t dropout_key(int layer, int site) const;
+  uint64_t dropout_offset() const;
+  void dropout(const Tensor& t, int layer, int site);
+  Tensor dropout_grad(const Tensor& dout, int layer, int site);
+
+  ModelOptions o_;
+  ParamTable table_;
+  Backend* be_ = nullptr;
+  uint64_t seed_ = 0;
+  std::vector<Tensor> owned_;
+  Tensor params_, grads_;
+
+  // Current micro-batch.
+  int B_ = 0, N_ = 0, max_batch_ = 0;
+  MicroBatch batch_;
+  float aux_loss_ = 0;
+  int loss_count_ = 0;  // tokens with a target (>= 0) in the current micro-batch
+  float backward_scale_ = 1;
+  bool recomputing_ = false;  // full recompute re-runs block_forward inside backward
+
+  // Parameter indices per block (first tensor of each fused group).
+  struct BlockParams {
+    int ln1_w = -1, ln1_b = -1, qkv_w = -1, qkv_b = -1, o_w = -1, o_b = -1;
+    int ln2_w = -1, ln2_b = -1, fc_w = -1, fc_b = -1, proj_w = -1, proj_b = -1;
+    int router = -1;
+    std::vector<int> expert_fc_w, expert_fc_b, expert_proj_w, expert_proj_b;
+  };
+  std::vector<BlockParams> bp_;
+  int wte_ = -1, wpe_ = -1, lnf_w_ = -1, lnf_b_ = -1, head_ = -1;
+
+  // Activations, allocated for max_batch sequences.
+  Tensor tokens_, targets_;                       // I32 [N]
+  std::vector<Tensor> res_;                       // [L+1] residual stream [N, C]
+  std::vector<std::unique_ptr<BlockActs>> acts_;  // per block (views shared under recompute)
+  std::vector<std::unique_ptr<MoeState>> moe_;    // per block, null for dense blocks
+  Tensor lnf_, lnf_mean_, lnf_rstd_, logits_, losses_, lse_;
+  Tensor res_scratch_;                            // full recompute's block output
+  // Backward scratch, shared by all blocks.
+  Tensor dloss_, dlogits_, dres_, dln_, dbranch_, datt_, dqkv_, dfc_, dact_;
+  std::vector<float> host_losses_;
+};
+
+}  // namespace partrain::engine::model

@@ -1,0 +1,47 @@
+// Activation records of one block and one MoE feed-forward, shared by model.cc, block.cc
+// and moe.cc. Not part of the engine's interface.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/backend.h"
+
+namespace partrain::engine::model {
+
+// What one block keeps from forward for backward. Under recompute some of these are views
+// of one buffer shared by all blocks (see Model::allocate).
+struct BlockActs {
+  Tensor ln1, ln1_mean, ln1_rstd;  // attention input norm [N, C], stats [N]
+  Tensor qkv;                      // [N, (H + 2 KV) hd], q and k after RoPE
+  Tensor att, lse;                 // attention output [N, C], log-sum-exp [B, H, T]
+  Tensor res2;                     // residual after attention [N, C]
+  Tensor ln2, ln2_mean, ln2_rstd;  // MLP input norm
+  Tensor fc, act;                  // MLP hidden before/after the nonlinearity
+  Tensor branch;                   // scratch: a branch's output before the residual add
+};
+
+// Routing and expert activations of one MoE block. Expert e's rows live at
+// [e * cap_max, e * cap_max + count[e]) of the packed buffers.
+struct MoeState {
+  int cap_max = 0;     // capacity for the largest micro-batch (buffer stride)
+  int cap = 0;         // capacity for the current micro-batch
+  Tensor logits;       // router logits [N, E]
+  Tensor idx, gate;    // I32 / F32 [E * cap_max]: token index and combine weight per slot
+  Tensor xin, h, act, y;  // expert input [., C], hidden [., F or 2F], act [., F], output [., C]
+  Tensor dgate, dlogits;  // F32 [E * cap_max], [N, E]
+  Tensor dy, dh, dactv, dxin;  // backward scratch for one expert [cap_max, .]
+  // Host side.
+  std::vector<int> count;            // tokens kept per expert
+  std::vector<float> probs;          // router softmax [N, E]
+  std::vector<int32_t> choice;       // chosen experts [N, k], best first
+  std::vector<float> weight;         // combine weight of each choice [N, k]
+  std::vector<int32_t> slot;         // packed slot of each choice, -1 if dropped [N, k]
+  std::vector<double> frac;          // f_e: share of the N*k choices that picked e
+  std::vector<int32_t> host_idx;
+  std::vector<float> host_gate, host_buf, host_dgate;
+  std::vector<double> chosen, mean_p, dp;  // per-expert scratch
+  std::vector<int> order;
+};
+
+}  // namespace partrain::engine::model

@@ -1,0 +1,215 @@
+// Mixture-of-experts feed-forward: the single-rank reference the expert-parallel plugin
+// must match.
+//
+//   router:   p[n,:] = softmax(x[n,:] @ Wr^T)                     (E experts)
+//   choice:   the top-k experts of each token by p (ties: lower expert index first)
+//   weights:  k > 1: renormalised over the chosen, w_j = p_j / sum_chosen p (Mixtral);
+//             k = 1: w = p (Switch), so the router also learns through the LM loss
+//   capacity: cap = ceil(capacity_factor * N * k / E) (at most N); tokens are admitted in
+//             token order (token n's choices best first); a choice beyond an expert's
+//             capacity is dropped and contributes nothing (its weight is not redistributed)
+//   output:   y[n] = sum over kept choices j of w_j * expert_j(x[n])
+//   aux loss: coef * E * sum_e f_e * P_e with f_e = (choices of e) / (N k), counted before
+//             dropping, and P_e = mean_n p[n,e]  (Switch Transformer; equals coef when
+//             perfectly balanced)
+// Routing runs on the host: it is sequential in token order and small ([N, E]).
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "engine/model/model.h"
+#include "engine/model/model_internal.h"
+
+namespace partrain::engine::model {
+
+Status Model::moe_allocate(int /*l*/, MoeState& s) {
+  const int64_t E = o_.moe_experts, k = o_.moe_top_k, C = o_.hidden, F = o_.ffn_hidden;
+  const int64_t FC = o_.arch == Arch::kGpt2 ? F : 2 * F;
+  const int64_t N = static_cast<int64_t>(max_batch_) * o_.seq_len;
+  s.cap_max = static_cast<int>(std::min<int64_t>(
+      N, static_cast<int64_t>(std::ceil(o_.moe_capacity_factor * static_cast<double>(N * k) / E))));
+  const int64_t S = E * s.cap_max;
+  const DType ad = be_->act_dtype();
+  using MC = MemCategory;
+  struct Want { Tensor* t; MC c; DType d; Shape s; };
+  const Want wants[] = {
+      {&s.logits, MC::kActivations, ad, {N, E}},  {&s.idx, MC::kActivations, DType::kI32, {S}},
+      {&s.gate, MC::kActivations, DType::kF32, {S}}, {&s.xin, MC::kActivations, ad, {S, C}},
+      {&s.h, MC::kActivations, ad, {S, FC}},       {&s.act, MC::kActivations, ad, {S, F}},
+      {&s.y, MC::kActivations, ad, {S, C}},        {&s.dgate, MC::kWorkspace, DType::kF32, {S}},
+      {&s.dlogits, MC::kWorkspace, ad, {N, E}},    {&s.dy, MC::kWorkspace, ad, {s.cap_max, C}},
+      {&s.dh, MC::kWorkspace, ad, {s.cap_max, FC}}, {&s.dactv, MC::kWorkspace, ad, {s.cap_max, F}},
+      {&s.dxin, MC::kWorkspace, ad, {s.cap_max, C}},
+  };
+  for (const Want& w : wants) {
+    Result<Tensor> t = alloc(w.c, w.d, w.s);
+    if (!t) return t.status();
+    *w.t = *t;
+  }
+  s.count.assign(static_cast<size_t>(E), 0);
+  s.frac.assign(static_cast<size_t>(E), 0.0);
+  s.host_idx.assign(static_cast<size_t>(S), 0);
+  s.host_gate.assign(static_cast<size_t>(S), 0.0f);
+  return Status::ok();
+}
+
+void Model::moe_forward(int l, MoeState& s, const Tensor& x, const Tensor& out) {
+  const BlockParams& p = bp_[static_cast<size_t>(l)];
+  const int E = o_.moe_experts, k = o_.moe_top_k, C = o_.hidden, F = o_.ffn_hidden, N = N_;
+  const bool gpt2 = o_.arch == Arch::kGpt2;
+  const int FC = gpt2 ? F : 2 * F;
+  // Router logits on the device, probabilities and choices on the host.
+  const Tensor logits = s.logits.slice(0, {N, E});
+  be_->matmul_forward(logits, x, param(p.router), Tensor{}, N, C, E);
+  s.host_buf.resize(static_cast<size_t>(N) * E);
+  be_->to_host(s.host_buf.data(), logits);
+  s.probs.resize(static_cast<size_t>(N) * E);
+  s.choice.resize(static_cast<size_t>(N) * k);
+  s.weight.resize(static_cast<size_t>(N) * k);
+  s.slot.resize(static_cast<size_t>(N) * k);
+  s.cap = static_cast<int>(std::min<int64_t>(
+      N, static_cast<int64_t>(std::ceil(o_.moe_capacity_factor * static_cast<double>(N) * k / E))));
+  std::fill(s.count.begin(), s.count.end(), 0);
+  std::vector<double>& chosen = s.chosen;  // MoeState's buffers: no allocation per step
+  std::vector<double>& mean_p = s.mean_p;
+  std::vector<int>& order = s.order;
+  chosen.assign(static_cast<size_t>(E), 0.0);
+  mean_p.assign(static_cast<size_t>(E), 0.0);
+  order.resize(static_cast<size_t>(E));
+  for (int n = 0; n < N; ++n) {
+    const float* z = &s.host_buf[static_cast<size_t>(n) * E];
+    float* pr = &s.probs[static_cast<size_t>(n) * E];
+    const float mx = *std::max_element(z, z + E);
+    double sum = 0.0;
+    for (int e = 0; e < E; ++e) sum += std::exp(static_cast<double>(z[e]) - mx);
+    for (int e = 0; e < E; ++e) {
+      pr[e] = static_cast<float>(std::exp(static_cast<double>(z[e]) - mx) / sum);
+      mean_p[static_cast<size_t>(e)] += pr[e];
+    }
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return pr[a] > pr[b]; });
+    double psum = 0.0;
+    for (int j = 0; j < k; ++j) psum += pr[order[static_cast<size_t>(j)]];
+    for (int j = 0; j < k; ++j) {
+      const int e = order[static_cast<size_t>(j)];
+      const size_t cj = static_cast<size_t>(n) * k + j;
+      s.choice[cj] = e;
+      s.weight[cj] = k > 1 ? static_cast<float>(pr[e] / psum) : pr[e];
+      chosen[static_cast<size_t>(e)] += 1.0;
+      // Admit in token order while the expert has room.
+      int& c = s.count[static_cast<size_t>(e)];
+      if (c < s.cap) {
+        const int sl = e * s.cap_max + c++;
+        s.slot[cj] = sl;
+        s.host_idx[static_cast<size_t>(sl)] = n;
+        s.host_gate[static_cast<size_t>(sl)] = s.weight[cj];
+      } else {
+        s.slot[cj] = -1;
+      }
+    }
+  }
+  double aux = 0.0;
+  for (int e = 0; e < E; ++e) {
+    s.frac[static_cast<size_t>(e)] = chosen[static_cast<size_t>(e)] / (static_cast<double>(N) * k);
+    aux += s.frac[static_cast<size_t>(e)] * (mean_p[static_cast<size_t>(e)] / N);
+  }
+  if (!recomputing_) aux_loss_ += static_cast<float>(o_.moe_aux_loss_coef * E * aux);
+  be_->to_device_i32(s.idx, s.host_idx.data());
+  be_->to_device(s.gate, s.host_gate.data());
+  // Each expert on its packed rows; outputs added back with their combine weights.
+  be_->zero(out);
+  for (int e = 0; e < E; ++e) {
+    const int M = s.count[static_cast<size_t>(e)];
+    if (M == 0) continue;
+    const int64_t r0 = static_cast<int64_t>(e) * s.cap_max;
+    const Tensor idx = s.idx.slice(r0, {M}), gate = s.gate.slice(r0, {M});
+    const Tensor xin = s.xin.slice(r0 * C, {M, C}), h = s.h.slice(r0 * FC, {M, FC});
+    const Tensor a = s.act.slice(r0 * F, {M, F}), y = s.y.slice(r0 * C, {M, C});
+    const size_t ue = static_cast<size_t>(e);
+    be_->gather_rows(xin, x, idx, Tensor{}, M, C);
+    be_->matmul_forward(h, xin, pspan(p.expert_fc_w[ue], {FC, C}), pspan(p.expert_fc_b[ue], {FC}),
+                        M, C, FC);
+    if (gpt2) {
+      be_->gelu_forward(a, h);
+    } else {
+      be_->swiglu_forward(a, h, M, F);
+    }
+    be_->matmul_forward(y, a, pspan(p.expert_proj_w[ue], {C, F}), pspan(p.expert_proj_b[ue], {C}),
+                        M, F, C);
+    be_->scatter_add_rows(out, y, idx, gate, M, C);
+  }
+}
+
+void Model::moe_backward(int l, MoeState& s, const Tensor& x, const Tensor& dout,
+                         const Tensor& dx) {
+  const BlockParams& p = bp_[static_cast<size_t>(l)];
+  const int E = o_.moe_experts, k = o_.moe_top_k, C = o_.hidden, F = o_.ffn_hidden, N = N_;
+  const bool gpt2 = o_.arch == Arch::kGpt2;
+  const int FC = gpt2 ? F : 2 * F;
+  // Experts: d gate = dout . y per kept slot; dy = gate * dout; back through the MLP.
+  for (int e = 0; e < E; ++e) {
+    const int M = s.count[static_cast<size_t>(e)];
+    if (M == 0) continue;
+    const int64_t r0 = static_cast<int64_t>(e) * s.cap_max;
+    const size_t ue = static_cast<size_t>(e);
+    const Tensor idx = s.idx.slice(r0, {M}), gate = s.gate.slice(r0, {M});
+    const Tensor xin = s.xin.slice(r0 * C, {M, C}), h = s.h.slice(r0 * FC, {M, FC});
+    const Tensor a = s.act.slice(r0 * F, {M, F}), y = s.y.slice(r0 * C, {M, C});
+    const Tensor dy = s.dy.slice(0, {M, C}), dh = s.dh.slice(0, {M, FC});
+    const Tensor da = s.dactv.slice(0, {M, F}), dxin = s.dxin.slice(0, {M, C});
+    be_->gathered_row_dot(s.dgate.slice(r0, {M}), dout, idx, y, M, C);
+    be_->gather_rows(dy, dout, idx, gate, M, C);
+    be_->zero(da);
+    be_->matmul_backward(da, gspan(p.expert_proj_w[ue], {C, F}), gspan(p.expert_proj_b[ue], {C}),
+                         dy, a, pspan(p.expert_proj_w[ue], {C, F}), M, F, C);
+    be_->zero(dh);
+    if (gpt2) {
+      be_->gelu_backward(dh, h, da);
+    } else {
+      be_->swiglu_backward(dh, h, da, M, F);
+    }
+    be_->zero(dxin);
+    be_->matmul_backward(dxin, gspan(p.expert_fc_w[ue], {FC, C}), gspan(p.expert_fc_b[ue], {FC}),
+                         dh, xin, pspan(p.expert_fc_w[ue], {FC, C}), M, C, FC);
+    be_->scatter_add_rows(dx, dxin, idx, Tensor{}, M, C);
+  }
+  // Router, on the host: d weights -> d probs (renormalisation, aux loss) -> d logits.
+  const size_t S = static_cast<size_t>(E) * s.cap_max;
+  std::vector<float>& dgate = s.host_dgate;
+  dgate.resize(S);
+  be_->to_host(dgate.data(), s.dgate);
+  const double aux_scale = static_cast<double>(backward_scale_) * o_.moe_aux_loss_coef * E / N;
+  std::vector<double>& dp = s.dp;
+  dp.resize(static_cast<size_t>(E));
+  s.host_buf.resize(static_cast<size_t>(N) * E);
+  for (int n = 0; n < N; ++n) {
+    const float* pr = &s.probs[static_cast<size_t>(n) * E];
+    for (int e = 0; e < E; ++e) dp[static_cast<size_t>(e)] = aux_scale * s.frac[static_cast<size_t>(e)];
+    const size_t c0 = static_cast<size_t>(n) * k;
+    if (k == 1) {
+      if (s.slot[c0] >= 0) dp[static_cast<size_t>(s.choice[c0])] += dgate[static_cast<size_t>(s.slot[c0])];
+    } else {
+      // w_j = p_j / S  =>  dp_i += (dw_i - sum_j dw_j w_j) / S for each chosen i.
+      double psum = 0.0, dot = 0.0;
+      for (int j = 0; j < k; ++j) {
+        psum += pr[s.choice[c0 + j]];
+        if (s.slot[c0 + j] >= 0) dot += dgate[static_cast<size_t>(s.slot[c0 + j])] * static_cast<double>(s.weight[c0 + j]);
+      }
+      for (int j = 0; j < k; ++j) {
+        const double dw = s.slot[c0 + j] >= 0 ? dgate[static_cast<size_t>(s.slot[c0 + j])] : 0.0;
+        dp[static_cast<size_t>(s.choice[c0 + j])] += (dw - dot) / psum;
+      }
+    }
+    // Softmax backward: dz_e = p_e (dp_e - sum_j p_j dp_j).
+    double pdp = 0.0;
+    for (int e = 0; e < E; ++e) pdp += pr[e] * dp[static_cast<size_t>(e)];
+    for (int e = 0; e < E; ++e) {
+      s.host_buf[static_cast<size_t>(n) * E + e] = static_cast<float>(pr[e] * (dp[static_cast<size_t>(e)] - pdp));
+    }
+  }
+  const Tensor dlogits = s.dlogits.slice(0, {N, E});
+  be_->to_device(dlogits, s.host_buf.data());
+  be_->matmul_backward(dx, grad(p.router), Tensor{}, dlogits, x, param(p.router), N, C, E);
+}
+
+}  // namespace partrain::engine::model

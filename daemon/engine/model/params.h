@@ -1,0 +1,64 @@
+// The parameter table: every trainable tensor of a model, in one flat buffer, under its
+// Hugging Face name. The table is what export, --init, the optimizer (no decay on norms
+// and biases) and later the sharding plugins read; the model only holds offsets into it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/backend.h"
+#include "engine/options.h"
+
+namespace partrain::engine::model {
+
+enum class Init : uint8_t { kNormal, kZeros, kOnes };
+
+struct ParamSpec {
+  std::string name;            // Hugging Face name, e.g. "h.0.attn.c_attn.weight"
+  Shape shape;                 // partrain's layout: linear weights are [out, in] (nn.Linear)
+  bool no_decay = false;       // norms and biases: no weight decay
+  bool hf_transposed = false;  // Hugging Face stores it [in, out] (GPT-2's Conv1D)
+  Init init = Init::kNormal;
+  float init_std = 0.0f;       // for kNormal
+  int64_t offset = 0;          // element offset in the flat parameter/gradient buffers
+  int64_t numel() const { return shape.numel(); }
+};
+
+class ParamTable {
+ public:
+  // Appends a parameter after the previous one; returns its index.
+  int add(std::string name, Shape shape, Init init, float init_std, bool no_decay,
+          bool hf_transposed = false);
+  const std::vector<ParamSpec>& specs() const { return specs_; }
+  int64_t total() const { return total_; }
+  // Index of a name, or -1.
+  int find(const std::string& name) const;
+
+ private:
+  std::vector<ParamSpec> specs_;
+  int64_t total_ = 0;
+};
+
+// The table of a model described by `o` (ffn width, kv heads resolved). GPT-2:
+//   wte, wpe, h.{i}.ln_1, h.{i}.attn.c_attn, h.{i}.attn.c_proj, h.{i}.ln_2,
+//   h.{i}.mlp.c_fc, h.{i}.mlp.c_proj (or h.{i}.mlp.router + h.{i}.mlp.experts.{e}.*), ln_f
+// LLaMA:
+//   model.embed_tokens, model.layers.{i}.input_layernorm, .self_attn.{q,k,v,o}_proj,
+//   .post_attention_layernorm, .mlp.{gate,up,down}_proj (or .block_sparse_moe.gate +
+//   .block_sparse_moe.experts.{e}.{w1,w3,w2}), model.norm, lm_head (unless tied)
+// Parameters that one fused GEMM uses are consecutive: q,k,v (one [(H+2KV)hd, C] weight)
+// and gate,up (one [2F, C] weight, gate rows first).
+ParamTable build_param_table(const ModelOptions& o);
+
+// Fills `host` (table.total() floats) with the counter-based init: element j of parameter
+// p is philox_normal(philox_key(seed, name_id(p.name)), j) * std, so a parameter's values
+// depend only on (seed, its name, element index), never on how the model is split.
+void init_params(const ParamTable& table, uint64_t seed, float* host);
+
+// Options with every 0 default resolved (kv_heads, ffn_hidden).
+ModelOptions resolved(const ModelOptions& o);
+// Is block `layer` (0-based) a mixture-of-experts block?
+bool is_moe_layer(const ModelOptions& o, int layer);
+
+}  // namespace partrain::engine::model

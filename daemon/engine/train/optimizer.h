@@ -1,0 +1,50 @@
+// AdamW over a model's parameter table, with global-norm gradient clipping and the
+// learning-rate schedule (linear warm-up, then cosine decay to min_lr).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "common/status.h"
+#include "engine/backend.h"
+#include "engine/model/model.h"
+#include "engine/options.h"
+
+namespace partrain::engine::train {
+
+// The learning rate of optimizer step `step` (0-based) of `o.steps`:
+//   step < warmup:  lr * (step + 1) / warmup
+//   after:          min_lr + (lr - min_lr) * (1 + cos(pi * progress)) / 2,
+//                   progress = (step - warmup) / max(1, steps - warmup), clamped to 1
+float lr_at(const TrainOptions& o, int64_t step);
+
+struct OptimizerStepStats {
+  float grad_norm = 0;   // global L2 norm of the gradient before clipping
+  float clip_scale = 1;  // factor applied to the gradient (1 when not clipped)
+};
+
+class AdamW {
+ public:
+  // Allocates the moments (and fp32 master weights where the backend needs them).
+  static Result<std::unique_ptr<AdamW>> create(model::Model* model, const TrainOptions& o);
+  ~AdamW();
+  AdamW(const AdamW&) = delete;
+  AdamW& operator=(const AdamW&) = delete;
+
+  // One step with learning rate `lr` on the accumulated gradients: clip to grad_clip by the
+  // global norm (PyTorch's clip_grad_norm_: scale = min(1, clip / (norm + 1e-6))),
+  // then bias-corrected AdamW with decoupled weight decay, none on norms and biases.
+  OptimizerStepStats step(float lr);
+  int64_t steps_taken() const { return t_; }
+  // After the weights were replaced (--init): refresh the fp32 master copy.
+  void reload_master();
+
+ private:
+  AdamW() = default;
+  model::Model* model_ = nullptr;
+  TrainOptions o_;
+  Tensor m_, v_, master_;
+  int64_t t_ = 0;
+};
+
+}  // namespace partrain::engine::train

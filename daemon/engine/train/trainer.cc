@@ -1,0 +1,181 @@
+// The training loop. Read it top to bottom: create() sets everything up, step() is one
+// optimizer step, run() is the loop with logging.
+#include "engine/train/trainer.h"
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include <fmt/format.h>
+
+#include "common/log.h"
+#include "engine/model/hf_io.h"
+
+namespace partrain::engine::train {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+}  // namespace
+
+std::string metrics_json(const StepMetrics& m) {
+  // {} prints the shortest text that reads back to the same float: metrics are exact.
+  return fmt::format(
+      "{{\"step\":{},\"loss\":{},\"lr\":{},\"grad_norm\":{},\"tokens\":{},\"step_ms\":{:.3f},"
+      "\"fwd_ms\":{:.3f},\"bwd_ms\":{:.3f},\"opt_ms\":{:.3f}}}",
+      m.step, m.loss, m.lr, m.grad_norm, m.tokens, m.step_ms, m.fwd_ms, m.bwd_ms, m.opt_ms);
+}
+
+Result<std::unique_ptr<Trainer>> Trainer::create(const RunOptions& options) {
+  std::unique_ptr<Trainer> t(new Trainer());
+  t->o_ = options;
+  const TrainOptions& tr = options.train;
+  // Global batch = micro_batch x grad_accum on one rank (dp = 1).
+  if (tr.micro_batch < 1 || tr.global_batch < 1 || tr.global_batch % tr.micro_batch != 0) {
+    return Status::invalid(fmt::format(
+        "[training] global_batch {} is not a multiple of micro_batch {}; on one rank "
+        "global_batch = micro_batch x grad_accum", tr.global_batch, tr.micro_batch));
+  }
+  t->accum_ = tr.global_batch / tr.micro_batch;
+  // The data: memory-mapped shards and the seeded global order.
+  Result<std::shared_ptr<data::TokenDataset>> ds =
+      data::TokenDataset::open(options.data, options.model.vocab_size, options.model.seq_len);
+  if (!ds) return ds.status();
+  t->data_ = *ds;
+  if (t->data_->num_windows() == 0) {
+    return Status::invalid(fmt::format("[data] the shards hold {} tokens, fewer than one "
+                                       "sequence of seq_len + 1 = {}", t->data_->num_tokens(),
+                                       options.model.seq_len + 1));
+  }
+  t->sampler_ = std::make_unique<data::Sampler>(t->data_->num_windows(), tr.seed);
+  // The device, the model (initialised from the seed, or loaded), the optimizer.
+  Result<std::unique_ptr<Backend>> be = make_backend(options.device);
+  if (!be) return be.status();
+  t->backend_ = std::move(be).value();
+  Result<std::unique_ptr<model::Model>> m =
+      model::Model::create(options.model, t->backend_.get(), tr.micro_batch, tr.seed);
+  if (!m) return m.status();
+  t->model_ = std::move(m).value();
+  if (!options.init_path.empty()) {
+    PARTRAIN_RETURN_IF_ERROR(model::load_hf(*t->model_, options.init_path));
+  }
+  Result<std::unique_ptr<AdamW>> opt = AdamW::create(t->model_.get(), tr);
+  if (!opt) return opt.status();
+  t->opt_ = std::move(opt).value();
+  const size_t n = static_cast<size_t>(tr.micro_batch) * options.model.seq_len;
+  t->inputs_.resize(n);
+  t->targets_.resize(n);
+  return t;
+}
+
+Trainer::~Trainer() {
+  opt_.reset();  // frees its tensors while the backend is alive
+  model_.reset();
+}
+
+Result<StepMetrics> Trainer::step() {
+  const TrainOptions& tr = o_.train;
+  const int T = o_.model.seq_len, mb = tr.micro_batch;
+  StepMetrics m;
+  const auto t_step = Clock::now();
+  // Gradients start at zero and accumulate over the micro-batches, each scaled by 1/m so
+  // the result is the gradient of the mean loss over the global batch.
+  model_->zero_grads();
+  double loss = 0.0;
+  for (int k = 0; k < accum_; ++k) {
+    // Global sample indices of this micro-batch: a function of (step, k) only.
+    const uint64_t first = static_cast<uint64_t>(step_) * tr.global_batch +
+                           static_cast<uint64_t>(k) * mb;
+    data::read_samples(*data_, *sampler_, first, mb, T, inputs_.data(), targets_.data());
+    auto t0 = Clock::now();
+    Result<model::LossParts> parts =
+        model_->forward({inputs_.data(), targets_.data(), mb, first, step_});
+    if (!parts) return parts.status();
+    backend_->synchronize();
+    m.fwd_ms += ms_since(t0);
+    t0 = Clock::now();
+    model_->backward(1.0f / static_cast<float>(accum_));
+    backend_->synchronize();
+    m.bwd_ms += ms_since(t0);
+    loss += parts->loss;
+  }
+  // Clip by the global norm and take one AdamW step at this step's learning rate.
+  const auto t_opt = Clock::now();
+  m.lr = lr_at(tr, step_);
+  const OptimizerStepStats st = opt_->step(m.lr);
+  backend_->synchronize();
+  m.opt_ms = ms_since(t_opt);
+  ++step_;
+  tokens_ += static_cast<int64_t>(tr.global_batch) * T;
+  m.step = step_;
+  m.loss = loss / accum_;
+  m.grad_norm = st.grad_norm;
+  m.tokens = tokens_;
+  m.step_ms = ms_since(t_step);
+  if (!std::isfinite(m.loss)) {
+    return Status::internal(fmt::format("step {}: loss is {}; lower [training] lr or raise "
+                                        "warmup_steps", m.step, m.loss));
+  }
+  return m;
+}
+
+void Trainer::print_step(const StepMetrics& m) const {
+  const double tok_s = m.step_ms > 0 ? o_.train.global_batch * o_.model.seq_len / (m.step_ms / 1e3) : 0;
+  if (o_.progress_bar) std::fputs("\r\033[K", stdout);  // erase the bar
+  std::printf("step %5lld/%lld | loss %.6f | lr %.3e | norm %.4f | %8.0f tok/s | %7.1f ms\n",
+              static_cast<long long>(m.step), static_cast<long long>(o_.train.steps), m.loss,
+              static_cast<double>(m.lr), static_cast<double>(m.grad_norm), tok_s, m.step_ms);
+  if (o_.progress_bar) {
+    constexpr int kWidth = 30;
+    const int done = static_cast<int>(kWidth * m.step / std::max<int64_t>(1, o_.train.steps));
+    std::printf("[%s%s] %lld/%lld", std::string(static_cast<size_t>(done), '#').c_str(),
+                std::string(static_cast<size_t>(kWidth - done), '.').c_str(),
+                static_cast<long long>(m.step), static_cast<long long>(o_.train.steps));
+  }
+  std::fflush(stdout);
+}
+
+Status Trainer::run() {
+  const TrainOptions& tr = o_.train;
+  std::ofstream metrics;
+  if (!o_.run_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(o_.run_dir, ec);
+    if (ec) return Status::io_error(o_.run_dir + ": cannot create the run folder: " + ec.message());
+    const std::string path = o_.run_dir + "/metrics.jsonl";
+    metrics.open(path, std::ios::trunc);
+    if (!metrics) return Status::io_error(path + ": cannot open for writing");
+  }
+  log::info("engine", "{}: {} parameters, {} on {}, global batch {} = {} x {} micro-batches, "
+            "{} tokens in {} sequences", o_.name, model_->num_params(),
+            o_.model.arch == Arch::kGpt2 ? "gpt2" : "llama", backend_->name(), tr.global_batch,
+            tr.micro_batch, accum_, data_->num_tokens(), data_->num_windows());
+  for (int64_t s = 0; s < tr.steps; ++s) {
+    log::set_step(s + 1);
+    Result<StepMetrics> m = step();
+    if (!m) return m.status();
+    if (metrics.is_open()) metrics << metrics_json(*m) << '\n' << std::flush;
+    if (!o_.quiet && (m->step % std::max(1, tr.log_every) == 0 || m->step == tr.steps)) print_step(*m);
+  }
+  if (o_.progress_bar && !o_.quiet) std::fputs("\n", stdout);
+  // Peak device memory per category, for comparison with the planner's estimate.
+  const MemoryStats& mem = backend_->memory();
+  std::string peaks;
+  for (int c = 0; c < kNumMemCategories; ++c) {
+    peaks += fmt::format("{} {:.2f} MiB, ", mem_category_name(static_cast<MemCategory>(c)),
+                         static_cast<double>(mem.peak[static_cast<size_t>(c)]) / (1 << 20));
+  }
+  log::info("engine", "peak memory: {}total {:.2f} MiB", peaks,
+            static_cast<double>(mem.peak_total) / (1 << 20));
+  if (!o_.save_path.empty()) {
+    PARTRAIN_RETURN_IF_ERROR(model::save_hf(*model_, o_.save_path));
+    log::info("engine", "weights written to {} (Hugging Face names)", o_.save_path);
+  }
+  return Status::ok();
+}
+
+}  // namespace partrain::engine::train

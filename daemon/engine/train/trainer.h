@@ -1,0 +1,79 @@
+// The single-rank training loop, llm.c style: for each optimizer step, read the global
+// batch in micro-batches, forward + backward each (gradients accumulate, scaled 1/m),
+// clip, AdamW, log. Used by `partrain run`; the multi-rank worker will drive the same
+// Model/AdamW through strategy plugins.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "engine/backend.h"
+#include "engine/data/dataset.h"
+#include "engine/model/model.h"
+#include "engine/options.h"
+#include "engine/train/optimizer.h"
+
+namespace partrain::engine::train {
+
+struct RunOptions {
+  ModelOptions model;
+  TrainOptions train;
+  DataOptions data;
+  std::string name = "run";    // job name, for the log
+  std::string run_dir;         // metrics.jsonl is written here; "" = no metrics file
+  std::string device = "cpu";  // cpu | cuda | cuda:N
+  std::string init_path;       // start from these weights (Hugging Face safetensors)
+  std::string save_path;       // write the final weights here (Hugging Face safetensors)
+  bool progress_bar = false;   // redraw a bar under the step lines (stdout is a TTY)
+  bool quiet = false;          // no step lines (tests)
+};
+
+// One optimizer step's numbers, as written to metrics.jsonl.
+struct StepMetrics {
+  int64_t step = 0;        // 1-based
+  double loss = 0;         // mean over the global batch (cross-entropy + MoE aux)
+  float lr = 0;
+  float grad_norm = 0;     // before clipping
+  int64_t tokens = 0;      // tokens trained on so far, this step included
+  double step_ms = 0, fwd_ms = 0, bwd_ms = 0, opt_ms = 0;
+};
+
+// One metrics.jsonl line (no trailing newline).
+std::string metrics_json(const StepMetrics& m);
+
+class Trainer {
+ public:
+  // Opens the data, the device, builds and initialises (or loads) the model.
+  static Result<std::unique_ptr<Trainer>> create(const RunOptions& options);
+  ~Trainer();
+
+  // One optimizer step over global_batch sequences.
+  Result<StepMetrics> step();
+  // Every step up to train.steps, with step lines, metrics.jsonl and --save.
+  Status run();
+
+  model::Model& model() { return *model_; }
+  Backend& backend() { return *backend_; }
+  int grad_accum() const { return accum_; }
+
+ private:
+  Trainer() = default;
+  void print_step(const StepMetrics& m) const;
+
+  RunOptions o_;
+  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<model::Model> model_;
+  std::unique_ptr<AdamW> opt_;
+  std::shared_ptr<data::TokenDataset> data_;
+  std::unique_ptr<data::Sampler> sampler_;
+  int accum_ = 1;
+  int64_t step_ = 0;  // optimizer steps done
+  int64_t tokens_ = 0;
+  std::vector<int32_t> inputs_, targets_;
+};
+
+}  // namespace partrain::engine::train
