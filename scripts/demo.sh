@@ -6,4 +6,5 @@ cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build -j "$(nproc)"
-./build/daemon/cli/partrain layout --partrain=tp4,pp2 --nodes 8 --gpus-per-node 8
+./build/daemon/cli/partrain layout --partrain=tp2,pp2 --nodes 2 --gpus-per-node 4
+./build/daemon/cli/partrain run etc/examples/tiny.toml
