@@ -1,7 +1,7 @@
 // `partrain run` and `partrain export`: single-rank training and weight export.
 //
 //   partrain run JOB.toml [--steps N] [--init FILE.safetensors] [--save FILE.safetensors]
-//                [--device cpu|cuda|cuda:N] [--partrain SPEC]
+//                [--device cpu|cuda|cuda:N] [--partrain SPEC] [--nproc N]
 //   partrain export JOB.toml [--from FILE.safetensors] -o OUT.safetensors
 //
 // run trains on one rank, printing one line per step and writing <run_dir>/metrics.jsonl
@@ -9,8 +9,8 @@
 // opt_ms). --save writes the final weights under Hugging Face names; --init starts from
 // such a file. export writes the job's model under Hugging Face names: its initial weights
 // (from [training] seed), or the weights of --from re-checked against [model] and
-// rewritten as F32. Multi-rank layouts arrive with the worker runtime; until then only a
-// one-rank SPEC (dp1) is accepted.
+// rewritten as F32. With --nproc N, run starts one local partraind agent (daemon/agent)
+// that trains the SPEC on N worker ranks (CPU, data-parallel layouts for now).
 #include <unistd.h>
 
 #include <cstdio>
@@ -20,6 +20,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "agent/agent.h"
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
 #include "common/log.h"
@@ -37,6 +38,7 @@ struct RunArgs {
   std::string job;
   int64_t steps = 0;
   std::string init, save, device = "cpu", spec;
+  int nproc = 0;  // > 0: the local agent with this many worker ranks
 };
 
 struct ExportArgs {
@@ -67,13 +69,29 @@ Status check_single_rank(const config::JobConfig& job, const std::string& cli_sp
   const int dp = spec.dp.value_or(1);
   if (spec.tp != 1 || spec.pp != 1 || dp != 1 || spec.ep != 1 || spec.cp != 1) {
     return Status::invalid(fmt::format(
-        "--partrain={}: `partrain run` trains on one rank in this version; use dp1 (or leave "
-        "--partrain out) and submit multi-rank layouts through partraind", spec.to_string()));
+        "--partrain={}: more than one rank; add --nproc N to start N local worker ranks "
+        "(e.g. --partrain=dp2 --nproc 2), or submit through Slurm with partraind", spec.to_string()));
   }
   return Status::ok();
 }
 
+// --nproc N: one local partraind agent (standalone) running N worker ranks.
+int run_local_agent(const RunArgs& a) {
+  if (!a.init.empty() || !a.save.empty() || a.device != "cpu") {
+    return fail(Status::invalid("--nproc: --init, --save and --device are not available with "
+                                "--nproc yet; the workers train on CPU ranks"));
+  }
+  agent::AgentOptions o;
+  o.job_path = a.job;
+  o.spec = a.spec;
+  o.standalone = true;
+  o.nproc = a.nproc;
+  o.steps = a.steps;
+  return agent::run_agent(o);
+}
+
 int run_train(const RunArgs& a) {
+  if (a.nproc > 0) return run_local_agent(a);
   Result<config::JobConfig> job = load(a.job);
   if (!job) return fail(job.status());
   if (Status s = check_single_rank(*job, a.spec); !s) return fail(s);
@@ -129,7 +147,11 @@ void register_run(CLI::App& app, CommandResult* result) {
   run->add_option("--save", args->save,
                   "write the final weights here (safetensors, Hugging Face names)");
   run->add_option("--device", args->device, "cpu, cuda or cuda:N (default: cpu)");
-  run->add_option("--partrain", args->spec, "parallel layout; only dp1 on one rank for now");
+  run->add_option("--partrain", args->spec, "parallel layout, e.g. dp2 (more than one rank needs --nproc)");
+  run->add_option("--nproc", args->nproc,
+                  "local ranks: start the partraind agent with N worker processes (the layout's "
+                  "world size, e.g. --partrain=dp2 --nproc 2)")
+      ->check(CLI::PositiveNumber);
   run->callback([args, result] { result->exit_code = run_train(*args); });
 
   auto eargs = std::make_shared<ExportArgs>();

@@ -36,6 +36,6 @@ set +e
 "$bin" run "$job" --partrain tp2 2>"$work/e1.txt"; rc1=$?
 "$bin" run "$job" --init "$work/missing.safetensors" 2>/dev/null; rc2=$?
 set -e
-[ $rc1 = 2 ] && grep -q "dp1" "$work/e1.txt" || fail "--partrain tp2: rc $rc1"
+[ $rc1 = 2 ] && grep -q -- "--nproc" "$work/e1.txt" || fail "--partrain tp2: rc $rc1"
 [ $rc2 = 2 ] || fail "--init of a missing file: rc $rc2"
 echo "ok"

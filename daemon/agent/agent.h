@@ -1,0 +1,54 @@
+// partraind: one agent per node per job. It reads where it stands (SLURM_* and the
+// PARTRAIN_* variables of the SPANK plugin, or --standalone --nproc N), runs the rendezvous
+// store on the coordinator node, spawns one worker per local rank, supervises them,
+// heartbeats its peers, and on any failure kills its whole worker group and exits with a
+// documented code (cli/exit_codes.h): 0 done, 2 configuration error, 75 retryable failure
+// (a worker died, a peer was lost, or SIGTERM stopped the job at a step boundary).
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace partrain::agent {
+
+struct AgentOptions {
+  std::string job_path;        // the job file (TOML). Required
+  std::string spec;            // --partrain items over the job's [parallelism]. Default: ""
+  std::string site_config;     // --site-config; "" = $PARTRAIN_SITE_CONFIG or installed. Default: ""
+  bool standalone = false;     // one local agent, no Slurm. Default: false
+  int nproc = 0;               // standalone: local ranks (= world). Default: 0
+  int64_t steps = 0;           // overrides [training] steps when > 0. Default: 0
+  std::string worker_path;     // the worker binary; "" = next to partraind. Default: ""
+  // Heartbeat period and how long a silent peer may stay silent before the job is torn
+  // down. Default: 2 s and 30 s (PARTRAIN_HEARTBEAT_TIMEOUT, in seconds, overrides).
+  std::chrono::milliseconds heartbeat_interval{2000};
+  std::chrono::milliseconds heartbeat_timeout{30000};
+  // After SIGTERM/SIGINT is forwarded, how long workers have to reach a step boundary
+  // before they are killed. Default: 60 s.
+  std::chrono::milliseconds stop_grace{60000};
+};
+
+// Where this agent stands in the job.
+struct Placement {
+  int world = 0;                 // ranks in the job
+  int node = 0;                  // this node's index (0 = coordinator)
+  int num_nodes = 1;
+  std::vector<int> node_ranks;   // global ranks this node runs, in local order
+  std::string coordinator_host;  // where the store runs
+  int coordinator_port = 0;      // 0 standalone: the coordinator picks a free port
+  std::string secret_file;       // PARTRAIN_JOB_SECRET_FILE; "" standalone
+  std::string node_name;         // for logs
+};
+
+// From --standalone --nproc, or from SLURM_* and PARTRAIN_* (`env` name -> value).
+// invalid, naming the variable, when one is missing or malformed.
+Result<Placement> placement_from(const AgentOptions& o,
+                                 const std::vector<std::pair<std::string, std::string>>& env);
+
+// Runs the agent to the end; returns the process exit code. Never throws.
+int run_agent(const AgentOptions& options);
+
+}  // namespace partrain::agent

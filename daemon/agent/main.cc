@@ -1,0 +1,54 @@
+// partraind: the per-node agent of a partrain job. See partraind(8) and agent.h.
+//
+//   srun --ntasks-per-node=1 --partrain=SPEC partraind JOB.toml        (under Slurm)
+//   partraind --standalone --nproc N [--partrain SPEC] JOB.toml        (one machine)
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "agent/agent.h"
+#include "cli/exit_codes.h"
+
+#ifndef PARTRAIN_VERSION
+#define PARTRAIN_VERSION "unknown"
+#endif
+
+int main(int argc, char** argv) {
+  partrain::agent::AgentOptions o;
+  double hb_timeout_s = 30, hb_interval_s = 2;
+  if (const char* t = std::getenv("PARTRAIN_HEARTBEAT_TIMEOUT"); t != nullptr) hb_timeout_s = std::atof(t);
+  CLI::App app{"partraind: the per-node agent of a partrain job: rendezvous, one worker per "
+               "local rank, supervision, heartbeats. See partraind(8)."};
+  app.set_version_flag("--version", std::string("partraind ") + PARTRAIN_VERSION);
+  app.add_option("job", o.job_path, "job file (TOML)")->required()->check(CLI::ExistingFile);
+  app.add_flag("--standalone", o.standalone, "one local agent without Slurm (with --nproc)");
+  app.add_option("--nproc", o.nproc, "standalone: number of local ranks")->check(CLI::PositiveNumber);
+  app.add_option("--partrain", o.spec, "parallel layout items over the job's [parallelism]");
+  app.add_option("--steps", o.steps, "optimizer steps (overrides [training] steps)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--site-config", o.site_config, "site config (default: $PARTRAIN_SITE_CONFIG, "
+                                                 "else the installed partrain.toml)");
+  app.add_option("--worker", o.worker_path, "worker binary (default: the installed partrain-worker)");
+  app.add_option("--heartbeat-timeout", hb_timeout_s,
+                 "seconds a silent peer is tolerated (default 30, or $PARTRAIN_HEARTBEAT_TIMEOUT)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--heartbeat-interval", hb_interval_s, "seconds between heartbeats (default 2)")
+      ->check(CLI::PositiveNumber);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);
+    std::fprintf(stderr, "partraind: %s (see partraind --help)\n", e.what());
+    return partrain::cli::kExitUsage;
+  }
+  if (o.standalone && o.nproc < 1) {
+    std::fprintf(stderr, "partraind: --standalone needs --nproc N\n");
+    return partrain::cli::kExitUsage;
+  }
+  o.heartbeat_timeout = std::chrono::milliseconds(static_cast<int64_t>(hb_timeout_s * 1000));
+  o.heartbeat_interval = std::chrono::milliseconds(static_cast<int64_t>(hb_interval_s * 1000));
+  if (o.heartbeat_interval * 2 > o.heartbeat_timeout) o.heartbeat_interval = o.heartbeat_timeout / 2;
+  return partrain::agent::run_agent(o);
+}

@@ -1,0 +1,126 @@
+// See supervisor.h.
+#include "agent/supervisor.h"
+
+#include <sched.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <map>
+
+#include <fmt/format.h>
+
+extern char** environ;
+
+namespace partrain::agent {
+
+std::string WorkerExit::describe() const {
+  if (!signaled) return fmt::format("exited with code {}", code);
+  const char* name = sigabbrev_np(code);
+  return fmt::format("killed by signal {} (SIG{})", code, name != nullptr ? name : "?");
+}
+
+WorkerGroup::~WorkerGroup() { kill_all(); }
+
+Status WorkerGroup::spawn(const std::string& binary, const std::vector<std::string>& args,
+                          const std::vector<WorkerSpec>& specs) {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  std::vector<int> cpus;
+  if (::sched_getaffinity(0, sizeof allowed, &allowed) == 0) {
+    for (int c = 0; c < CPU_SETSIZE; ++c) {
+      if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
+    }
+  }
+  const pid_t agent = ::getpid();
+  for (const WorkerSpec& w : specs) {
+    // Everything the child needs is prepared before fork: after it, only async-signal-safe calls.
+    std::map<std::string, std::string> env;
+    for (char** e = environ; *e != nullptr; ++e) {
+      const char* eq = std::strchr(*e, '=');
+      if (eq != nullptr) env[std::string(*e, static_cast<size_t>(eq - *e))] = eq + 1;
+    }
+    for (const auto& [k, v] : w.env) env[k] = v;
+    std::vector<std::string> env_strings;
+    for (const auto& [k, v] : env) env_strings.push_back(k + "=" + v);
+    std::vector<char*> envp, argv;
+    for (std::string& s : env_strings) envp.push_back(s.data());
+    envp.push_back(nullptr);
+    std::vector<std::string> all_args{binary};
+    all_args.insert(all_args.end(), args.begin(), args.end());
+    for (std::string& s : all_args) argv.push_back(s.data());
+    argv.push_back(nullptr);
+    cpu_set_t mine;
+    CPU_ZERO(&mine);
+    const int nlocal = static_cast<int>(specs.size());
+    for (size_t i = 0; i < cpus.size(); ++i) {
+      if (cpus.size() < specs.size() || static_cast<int>(i % static_cast<size_t>(nlocal)) == w.local_rank) {
+        CPU_SET(cpus[i], &mine);
+      }
+    }
+    const pid_t pgid = pgid_;
+    const pid_t pid = ::fork();
+    if (pid < 0) {
+      return Status::unavailable(fmt::format("cannot start the worker of rank {}: fork: {}", w.rank,
+                                             std::strerror(errno)));
+    }
+    if (pid == 0) {
+      ::setpgid(0, pgid);  // the first worker leads the group (pgid 0 = itself)
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != agent) ::_exit(75);  // the agent died before prctl
+      if (!cpus.empty()) ::sched_setaffinity(0, sizeof mine, &mine);
+      ::execve(binary.c_str(), argv.data(), envp.data());
+      ::_exit(127);
+    }
+    ::setpgid(pid, pgid == 0 ? pid : pgid);  // also here: no race with the first kill
+    if (pgid_ == 0) pgid_ = pid;
+    pids_.emplace_back(w.rank, pid);
+    alive_.push_back(true);
+  }
+  return Status::ok();
+}
+
+std::vector<WorkerExit> WorkerGroup::poll() {
+  std::vector<WorkerExit> out;
+  for (size_t i = 0; i < pids_.size(); ++i) {
+    if (!alive_[i]) continue;
+    int status = 0;
+    const pid_t r = ::waitpid(pids_[i].second, &status, WNOHANG);
+    if (r != pids_[i].second) continue;
+    alive_[i] = false;
+    WorkerExit e;
+    e.rank = pids_[i].first;
+    e.pid = r;
+    e.signaled = WIFSIGNALED(status);
+    e.code = e.signaled ? WTERMSIG(status) : WEXITSTATUS(status);
+    out.push_back(e);
+  }
+  return out;
+}
+
+// Only while a worker is unreaped: then the group id cannot have been reused.
+void WorkerGroup::signal_all(int sig) {
+  if (pgid_ != 0 && running() > 0) ::kill(-pgid_, sig);
+}
+
+void WorkerGroup::kill_all() {
+  signal_all(SIGKILL);
+  for (size_t i = 0; i < pids_.size(); ++i) {
+    if (!alive_[i]) continue;
+    int status = 0;
+    while (::waitpid(pids_[i].second, &status, 0) < 0 && errno == EINTR) {
+    }
+    alive_[i] = false;
+  }
+}
+
+int WorkerGroup::running() const {
+  int n = 0;
+  for (bool a : alive_) n += a ? 1 : 0;
+  return n;
+}
+
+}  // namespace partrain::agent

@@ -1,0 +1,14 @@
+// The host side of partrain_comm_v1_t (include/partrain/plugin.h): a layout group's
+// Communicator offered to plugins through the C ABI. Work handles cross the boundary as
+// opaque pointers; failures come back as PARTRAIN_EUNAVAIL plus the Status message.
+#pragma once
+
+#include "comm/communicator.h"
+#include "partrain/plugin.h"
+
+namespace partrain::worker {
+
+// `comm` must outlive the returned struct's use; the struct holds no other state.
+partrain_comm_v1_t make_plugin_comm(comm::Communicator* comm);
+
+}  // namespace partrain::worker

@@ -1,0 +1,46 @@
+// The worker's training loop on a data-parallel layout (tp = pp = ep = cp = 1): each dp rank
+// takes its slice of every global batch, runs forward/backward on its micro-batches, hands
+// the finished gradient to the data plugin (bucketed all-reduce, average) once per
+// optimizer step, then takes the same AdamW step as a single rank on the whole batch.
+//
+// Batch slicing, so the union over ranks is the single-rank batch: with global batch G,
+// micro-batch b, dp ranks D and m = G / (b D) micro-batches per rank, micro-batch k of dp
+// rank d reads global samples  step*G + (k*D + d)*b  ..  + b - 1.  Each rank scales its
+// gradient by 1/m; the plugin's average over D gives 1/(m D) = b/G per micro-batch, the
+// single-rank weighting.
+//
+// The engine has no per-layer backward hook, so gradients are handed over (back to front,
+// one parameter tensor per range) after the last micro-batch's backward; buckets then
+// overlap each other, not backward.
+#pragma once
+
+#include <atomic>
+#include <string>
+
+#include "comm/communicator.h"
+#include "common/status.h"
+#include "config/job_config.h"
+#include "layout/layout.h"
+#include "partrain/plugin.h"
+
+namespace partrain::worker {
+
+struct DataParallelRun {
+  const config::JobConfig* job = nullptr;
+  int rank = 0;                  // global rank
+  int dp = 1;                    // data-parallel degree
+  int dp_rank = 0;               // coordinate on the dp axis
+  comm::Communicator* dp_comm = nullptr;            // null when dp == 1
+  const partrain_strategy_v1_t* plugin = nullptr;  // the data plugin; null when dp == 1
+  std::string plugin_config;     // its [plugins.NAME] table
+  std::atomic<bool>* stop = nullptr;  // set by SIGTERM: stop at the next step boundary
+};
+
+// Trains job->training.steps steps. Rank 0 prints step lines and writes metrics.jsonl
+// (the trainer's fields plus comm_ms: first gradient collective started to last finished;
+// exposed_ms: of that, the time the rank waited; exposed_share = exposed_ms / step_ms;
+// collectives: gradient buckets all-reduced). unavailable when a peer
+// failed; unavailable "stopped at step N" when *stop ended the run early.
+Status train_data_parallel(const DataParallelRun& run);
+
+}  // namespace partrain::worker

@@ -1,0 +1,155 @@
+// partrain-worker: one rank of a job, started by partraind (never by hand). It reads its
+// rank and the rendezvous address from the environment the agent sets (PARTRAIN_RANK,
+// PARTRAIN_WORLD, PARTRAIN_COORDINATOR, PARTRAIN_JOB_SECRET, PARTRAIN_SPEC), resolves the
+// same job the agent resolved, builds a communicator per layout group it needs through the
+// store, loads the data plugin from the site's plugin directory, and trains.
+//
+//   partrain-worker JOB.toml
+//
+// Exit codes as partraind's: 0 done, 2 configuration error, 75 retryable (a peer failed,
+// or SIGTERM stopped the run at a step boundary), 1 anything else.
+#include <signal.h>
+
+#include <atomic>
+#include <charconv>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "cli/exit_codes.h"
+#include "comm/gloo/gloo_communicator.h"
+#include "comm/store/secret.h"
+#include "comm/store/store_client.h"
+#include "common/log.h"
+#include "config/job_config.h"
+#include "config/site_config.h"
+#include "layout/layout.h"
+#include "plugin/loader.h"
+#include "worker/data_parallel.h"
+
+namespace partrain::worker {
+namespace {
+
+std::atomic<bool> g_stop{false};
+extern "C" void on_stop(int) { g_stop.store(true); }
+
+std::string env(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr ? v : "";
+}
+
+Result<int> env_int(const char* name) {
+  const std::string text = env(name);
+  int v = 0;
+  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.empty() || ec != std::errc() || p != text.data() + text.size()) {
+    return Status::invalid(fmt::format("{}='{}': partrain-worker is started by partraind, which "
+                                       "sets it; run partraind or `partrain run --nproc N`", name, text));
+  }
+  return v;
+}
+
+Status run(const std::string& job_path) {
+  Result<int> rank = env_int("PARTRAIN_RANK");
+  if (!rank) return rank.status();
+  Result<int> world = env_int("PARTRAIN_WORLD");
+  if (!world) return world.status();
+  log::set_context("", env("PARTRAIN_NODE_NAME"), *rank);
+  Result<config::SiteConfig> site = config::load_site_config("");
+  if (!site) return site.status();
+  config::apply_log_level(*site);
+  // The agent passes the spec it resolved; the environment chain applies PARTRAIN_STEPS too.
+  Result<config::JobConfig> job = config::resolve_job(job_path, *site, {});
+  if (!job) return job.status();
+  log::set_context(job->name, env("PARTRAIN_NODE_NAME"), *rank);
+  Result<Layout> layout = Layout::create(*world, job->parallelism);
+  if (!layout) return layout.status();
+  if (layout->tp() != 1 || layout->pp() != 1 || layout->ep() != 1 || layout->cp() != 1) {
+    return Status::invalid(fmt::format(
+        "--partrain={}: this partrain runs data-parallel layouts only (tp, pp, ep and cp 1); "
+        "the tensor, pipeline and expert plugins are not installed yet", job->parallelism.to_string()));
+  }
+  const RankCoord coord = layout->coord(*rank);
+
+  // Rendezvous and the dp communicator (Gloo over TCP).
+  std::unique_ptr<comm::StoreClient> store;
+  std::unique_ptr<comm::Communicator> dp_comm;
+  std::unique_ptr<plugin::Plugin> data_plugin;
+  if (layout->dp() > 1) {
+    const std::string coordinator = env("PARTRAIN_COORDINATOR");
+    const size_t colon = coordinator.rfind(':');
+    if (colon == std::string::npos) {
+      return Status::invalid("PARTRAIN_COORDINATOR='" + coordinator + "': need host:port");
+    }
+    const std::string host = coordinator.substr(0, colon);
+    Result<std::string> secret = comm::secret_from_env();
+    if (!secret) return secret.status();
+    Result<std::unique_ptr<comm::StoreClient>> s =
+        comm::StoreClient::connect(host, std::atoi(coordinator.c_str() + colon + 1), *secret);
+    if (!s) return s.status();
+    store = std::move(s).value();
+    const std::vector<int> members = layout->group(Axis::kDp, *rank);
+    comm::GroupSpec spec{fmt::format("dp{}", members.front()), members, *rank};
+    comm::GlooOptions go;
+    go.host = host == "127.0.0.1" || host == "localhost" ? "127.0.0.1" : env("PARTRAIN_NODE_NAME");
+    Result<std::unique_ptr<comm::Communicator>> c = comm::create_gloo_communicator(spec, *store, go);
+    if (!c) return c.status();
+    dp_comm = std::move(c).value();
+    // The data plugin: dp (zero0), zeroN, or PARTRAIN_DATA_PLUGIN.
+    std::string name = job->parallelism.zero > 0 ? fmt::format("zero{}", job->parallelism.zero) : "dp";
+    if (!env("PARTRAIN_DATA_PLUGIN").empty()) name = env("PARTRAIN_DATA_PLUGIN");
+    Result<std::unique_ptr<plugin::Plugin>> p = plugin::find_plugin(site->plugin_dir, name);
+    if (!p) return Status::invalid(p.status().message());
+    if ((*p)->info().family != "data") {
+      return Status::invalid(fmt::format("{}: is a {} plugin; the data-parallel strategy needs a "
+                                         "data plugin", (*p)->info().path, (*p)->info().family));
+    }
+    data_plugin = std::move(p).value();
+    if (*rank == 0) {
+      log::info("worker", "data plugin {} {} from {}", data_plugin->info().name,
+                data_plugin->info().version, data_plugin->info().path);
+    }
+  }
+  DataParallelRun r;
+  r.job = &*job;
+  r.rank = *rank;
+  r.dp = layout->dp();
+  r.dp_rank = coord.dp;
+  r.dp_comm = dp_comm.get();
+  r.plugin = data_plugin ? &data_plugin->strategy() : nullptr;
+  if (data_plugin) {
+    auto it = job->plugin_tables.find(data_plugin->info().name);
+    if (it != job->plugin_tables.end()) r.plugin_config = it->second;
+  }
+  r.stop = &g_stop;
+  Status s = train_data_parallel(r);
+  if (!s && dp_comm) dp_comm->abort(s.message());  // peers blocked on us fail at once
+  return s;
+}
+
+}  // namespace
+}  // namespace partrain::worker
+
+int main(int argc, char** argv) {
+  using namespace partrain;
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: partrain-worker JOB.toml (started by partraind)\n");
+    return cli::kExitUsage;
+  }
+  struct sigaction sa {};
+  sa.sa_handler = worker::on_stop;
+  ::sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGTERM, &sa, nullptr);
+  ::sigaction(SIGINT, &sa, nullptr);
+  try {
+    const Status s = worker::run(argv[1]);
+    if (s.is_ok()) return cli::kExitOk;
+    log::error("worker", "{}", s.message());
+    return cli::exit_code_for(s);
+  } catch (const std::exception& e) {
+    log::error("worker", "internal error: {}", e.what());
+    return cli::kExitFailure;
+  }
+}
