@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -35,9 +36,11 @@ std::string slurp(const std::string& path) {
 }
 
 Outcome run(const std::string& args) {
+  // CTest runs the tests of this binary as parallel processes: name the files per process.
   const std::string dir = ::testing::TempDir();
-  const std::string out = dir + "partrain_layout_cli.out";
-  const std::string err = dir + "partrain_layout_cli.err";
+  const std::string tag = std::to_string(::getpid());
+  const std::string out = dir + "partrain_layout_cli." + tag + ".out";
+  const std::string err = dir + "partrain_layout_cli." + tag + ".err";
   const std::string cmd =
       std::string("'") + PARTRAIN_BIN + "' " + args + " >'" + out + "' 2>'" + err + "'";
   Outcome r;
@@ -45,6 +48,8 @@ Outcome run(const std::string& args) {
   r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   r.out = slurp(out);
   r.err = slurp(err);
+  std::remove(out.c_str());
+  std::remove(err.c_str());
   return r;
 }
 
