@@ -24,23 +24,33 @@ double ms_since(Clock::time_point t0) {
 
 std::string metrics_json(const StepMetrics& m) {
   // {} prints the shortest text that reads back to the same float: metrics are exact.
-  return fmt::format(
+  std::string line = fmt::format(
       "{{\"step\":{},\"loss\":{},\"lr\":{},\"grad_norm\":{},\"tokens\":{},\"step_ms\":{:.3f},"
-      "\"fwd_ms\":{:.3f},\"bwd_ms\":{:.3f},\"opt_ms\":{:.3f}}}",
+      "\"fwd_ms\":{:.3f},\"bwd_ms\":{:.3f},\"opt_ms\":{:.3f}",
       m.step, m.loss, m.lr, m.grad_norm, m.tokens, m.step_ms, m.fwd_ms, m.bwd_ms, m.opt_ms);
+  if (m.dp > 1) {
+    const double share = m.step_ms > 0 ? m.exposed_ms / m.step_ms : 0.0;
+    line += fmt::format(",\"comm_ms\":{:.3f},\"exposed_ms\":{:.3f},\"exposed_share\":{:.4f},"
+                        "\"collectives\":{},\"dp\":{}", m.comm_ms, m.exposed_ms, share,
+                        m.collectives, m.dp);
+  }
+  return line + "}";
 }
 
 Result<std::unique_ptr<Trainer>> Trainer::create(const RunOptions& options) {
   std::unique_ptr<Trainer> t(new Trainer());
   t->o_ = options;
   const TrainOptions& tr = options.train;
-  // Global batch = micro_batch x grad_accum on one rank (dp = 1).
-  if (tr.micro_batch < 1 || tr.global_batch < 1 || tr.global_batch % tr.micro_batch != 0) {
+  // Global batch = micro_batch x grad_accum x dp.
+  const int per_pass = tr.micro_batch * options.dp;
+  if (tr.micro_batch < 1 || options.dp < 1 || tr.global_batch < 1 ||
+      tr.global_batch % per_pass != 0) {
     return Status::invalid(fmt::format(
-        "[training] global_batch {} is not a multiple of micro_batch {}; on one rank "
-        "global_batch = micro_batch x grad_accum", tr.global_batch, tr.micro_batch));
+        "[training] global_batch {} is not a multiple of micro_batch {} x dp {}; "
+        "global_batch = micro_batch x grad_accum x dp", tr.global_batch, tr.micro_batch,
+        options.dp));
   }
-  t->accum_ = tr.global_batch / tr.micro_batch;
+  t->accum_ = tr.global_batch / per_pass;
   // The data: memory-mapped shards and the seeded global order.
   Result<std::shared_ptr<data::TokenDataset>> ds =
       data::TokenDataset::open(options.data, options.model.vocab_size, options.model.seq_len);
@@ -84,12 +94,15 @@ Result<StepMetrics> Trainer::step() {
   const auto t_step = Clock::now();
   // Gradients start at zero and accumulate over the micro-batches, each scaled by 1/m so
   // the result is the gradient of the mean loss over the global batch.
+  if (hooks_ != nullptr) PARTRAIN_RETURN_IF_ERROR(hooks_->begin_step(step_));
   model_->zero_grads();
   double loss = 0.0;
   for (int k = 0; k < accum_; ++k) {
-    // Global sample indices of this micro-batch: a function of (step, k) only.
+    // Global sample indices of this micro-batch: a function of (step, k, dp rank) only.
+    // Micro-batch k of dp rank d reads step*G + (k*D + d)*mb ..: the union over the D
+    // ranks is the single-rank batch, and each sample keeps its dropout stream.
     const uint64_t first = static_cast<uint64_t>(step_) * tr.global_batch +
-                           static_cast<uint64_t>(k) * mb;
+                           (static_cast<uint64_t>(k) * o_.dp + o_.dp_rank) * mb;
     data::read_samples(*data_, *sampler_, first, mb, T, inputs_.data(), targets_.data());
     auto t0 = Clock::now();
     Result<model::LossParts> parts =
@@ -103,6 +116,13 @@ Result<StepMetrics> Trainer::step() {
     m.bwd_ms += ms_since(t0);
     loss += parts->loss;
   }
+  loss /= accum_;
+  // Data parallel: every rank's gradient and loss become the global batch's.
+  m.dp = o_.dp;
+  if (hooks_ != nullptr) {
+    PARTRAIN_RETURN_IF_ERROR(hooks_->sync_grads(*model_, &m));
+    PARTRAIN_RETURN_IF_ERROR(hooks_->reduce_loss(&loss));
+  }
   // Clip by the global norm and take one AdamW step at this step's learning rate.
   const auto t_opt = Clock::now();
   m.lr = lr_at(tr, step_);
@@ -112,7 +132,7 @@ Result<StepMetrics> Trainer::step() {
   ++step_;
   tokens_ += static_cast<int64_t>(tr.global_batch) * T;
   m.step = step_;
-  m.loss = loss / accum_;
+  m.loss = loss;
   m.grad_norm = st.grad_norm;
   m.tokens = tokens_;
   m.step_ms = ms_since(t_step);
@@ -126,9 +146,14 @@ Result<StepMetrics> Trainer::step() {
 void Trainer::print_step(const StepMetrics& m) const {
   const double tok_s = m.step_ms > 0 ? o_.train.global_batch * o_.model.seq_len / (m.step_ms / 1e3) : 0;
   if (o_.progress_bar) std::fputs("\r\033[K", stdout);  // erase the bar
-  std::printf("step %5lld/%lld | loss %.6f | lr %.3e | norm %.4f | %8.0f tok/s | %7.1f ms\n",
+  std::printf("step %5lld/%lld | loss %.6f | lr %.3e | norm %.4f | %8.0f tok/s | %7.1f ms",
               static_cast<long long>(m.step), static_cast<long long>(o_.train.steps), m.loss,
               static_cast<double>(m.lr), static_cast<double>(m.grad_norm), tok_s, m.step_ms);
+  if (m.dp > 1) {
+    std::printf(" | comm %.1f ms, exposed %.1f ms (%.0f%% of the step)", m.comm_ms,
+                m.exposed_ms, m.step_ms > 0 ? 100 * m.exposed_ms / m.step_ms : 0.0);
+  }
+  std::fputc('\n', stdout);
   if (o_.progress_bar) {
     constexpr int kWidth = 30;
     const int done = static_cast<int>(kWidth * m.step / std::max<int64_t>(1, o_.train.steps));
@@ -150,16 +175,19 @@ Status Trainer::run() {
     metrics.open(path, std::ios::trunc);
     if (!metrics) return Status::io_error(path + ": cannot open for writing");
   }
-  log::info("engine", "{}: {} parameters, {} on {}, global batch {} = {} x {} micro-batches, "
-            "{} tokens in {} sequences", o_.name, model_->num_params(),
+  log::info("engine", "{}: {} parameters, {} on {}, global batch {} = {} x {} micro-batches "
+            "x dp {}, {} tokens in {} sequences", o_.name, model_->num_params(),
             o_.model.arch == Arch::kGpt2 ? "gpt2" : "llama", backend_->name(), tr.global_batch,
-            tr.micro_batch, accum_, data_->num_tokens(), data_->num_windows());
+            tr.micro_batch, accum_, o_.dp, data_->num_tokens(), data_->num_windows());
   for (int64_t s = 0; s < tr.steps; ++s) {
     log::set_step(s + 1);
     Result<StepMetrics> m = step();
     if (!m) return m.status();
     if (metrics.is_open()) metrics << metrics_json(*m) << '\n' << std::flush;
     if (!o_.quiet && (m->step % std::max(1, tr.log_every) == 0 || m->step == tr.steps)) print_step(*m);
+    if (hooks_ != nullptr && hooks_->stop_requested() && m->step < tr.steps) {
+      return Status::unavailable(fmt::format("stopped at step {} (SIGTERM/SIGINT)", m->step));
+    }
   }
   if (o_.progress_bar && !o_.quiet) std::fputs("\n", stdout);
   // Peak device memory per category, for comparison with the planner's estimate.

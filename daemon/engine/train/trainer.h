@@ -29,7 +29,11 @@ struct RunOptions {
   std::string init_path;       // start from these weights (Hugging Face safetensors)
   std::string save_path;       // write the final weights here (Hugging Face safetensors)
   bool progress_bar = false;   // redraw a bar under the step lines (stdout is a TTY)
-  bool quiet = false;          // no step lines (tests)
+  bool quiet = false;          // no step lines (tests, and every rank but 0)
+  // Data parallel: this rank reads its slice of every global batch (see Trainer::step) and
+  // train.micro_batch is the per-rank micro-batch. One rank: dp 1, dp_rank 0.
+  int dp = 1;
+  int dp_rank = 0;
 };
 
 // One optimizer step's numbers, as written to metrics.jsonl.
@@ -40,9 +44,30 @@ struct StepMetrics {
   float grad_norm = 0;     // before clipping
   int64_t tokens = 0;      // tokens trained on so far, this step included
   double step_ms = 0, fwd_ms = 0, bwd_ms = 0, opt_ms = 0;
+  // Data parallel only (dp > 1): gradient collectives of the step. comm_ms: first
+  // collective started to last finished; exposed_ms: the part this rank waited for.
+  int dp = 1;
+  double comm_ms = 0, exposed_ms = 0;
+  int collectives = 0;
 };
 
-// One metrics.jsonl line (no trailing newline).
+// What a parallel strategy adds to the single-rank step; the worker implements it, one
+// rank needs none. Every call may fail with the peer or plugin error that stops the run.
+class StepHooks {
+ public:
+  virtual ~StepHooks() = default;
+  // Before the first micro-batch of optimizer step `step` (0-based).
+  virtual Status begin_step(int64_t step) = 0;
+  // After this rank's last backward of the step: the gradients hold this rank's share
+  // (scaled 1/grad_accum); on return they hold the global batch's. Times go into *m.
+  virtual Status sync_grads(model::Model& model, StepMetrics* m) = 0;
+  // This rank's mean loss in, the global batch's mean out.
+  virtual Status reduce_loss(double* loss) = 0;
+  // True when some rank was asked to stop (SIGTERM): run() ends after this step.
+  virtual bool stop_requested() const = 0;
+};
+
+// One metrics.jsonl line (no trailing newline); the collective fields only when dp > 1.
 std::string metrics_json(const StepMetrics& m);
 
 class Trainer {
@@ -51,7 +76,10 @@ class Trainer {
   static Result<std::unique_ptr<Trainer>> create(const RunOptions& options);
   ~Trainer();
 
-  // One optimizer step over global_batch sequences.
+  // Data-parallel runs sync gradients and the loss through `hooks` (not owned; may be null).
+  void set_hooks(StepHooks* hooks) { hooks_ = hooks; }
+
+  // One optimizer step over global_batch sequences (this rank's slice of them).
   Result<StepMetrics> step();
   // Every step up to train.steps, with step lines, metrics.jsonl and --save.
   Status run();
@@ -70,6 +98,7 @@ class Trainer {
   std::unique_ptr<AdamW> opt_;
   std::shared_ptr<data::TokenDataset> data_;
   std::unique_ptr<data::Sampler> sampler_;
+  StepHooks* hooks_ = nullptr;
   int accum_ = 1;
   int64_t step_ = 0;  // optimizer steps done
   int64_t tokens_ = 0;
