@@ -97,8 +97,13 @@ class Communicator {
   // lone blocking send on NCCL waits for its recv. Portable code therefore issues the
   // messages between two ranks in the same order on both sides, and starts exchanges
   // (everyone sends and receives) as one batch_send_recv.
-  virtual WorkHandle send(const float* data, size_t count, int peer, uint32_t tag = 0) = 0;
-  virtual WorkHandle recv(float* data, size_t count, int peer, uint32_t tag = 0) = 0;
+  // A lone send or recv is a batch of one.
+  WorkHandle send(const float* data, size_t count, int peer, uint32_t tag = 0) {
+    return batch_send_recv({P2pOp{true, const_cast<float*>(data), count, peer, tag}});
+  }
+  WorkHandle recv(float* data, size_t count, int peer, uint32_t tag = 0) {
+    return batch_send_recv({P2pOp{false, data, count, peer, tag}});
+  }
 
   // Starts several sends and recvs together (NCCL: one group); one Work for all of them.
   struct P2pOp {

@@ -246,14 +246,6 @@ class GlooCommunicator final : public Communicator {
     });
   }
 
-  WorkHandle send(const float* data, size_t count, int peer, uint32_t tag) override {
-    return batch_send_recv({P2pOp{true, const_cast<float*>(data), count, peer, tag}});
-  }
-
-  WorkHandle recv(float* data, size_t count, int peer, uint32_t tag) override {
-    return batch_send_recv({P2pOp{false, data, count, peer, tag}});
-  }
-
   WorkHandle batch_send_recv(const std::vector<P2pOp>& ops) override {
     for (const auto& o : ops) {
       const char* op = o.is_send ? "send" : "recv";

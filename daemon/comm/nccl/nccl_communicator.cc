@@ -203,14 +203,6 @@ class NcclCommunicator final : public Communicator, public std::enable_shared_fr
     });
   }
 
-  WorkHandle send(const float* data, size_t count, int peer, uint32_t tag) override {
-    return batch_send_recv({P2pOp{true, const_cast<float*>(data), count, peer, tag}});
-  }
-
-  WorkHandle recv(float* data, size_t count, int peer, uint32_t tag) override {
-    return batch_send_recv({P2pOp{false, data, count, peer, tag}});
-  }
-
   WorkHandle batch_send_recv(const std::vector<P2pOp>& ops) override {
     for (const auto& o : ops) {
       if (o.peer < 0 || o.peer >= size() || o.peer == rank_) {
@@ -393,8 +385,6 @@ Result<std::unique_ptr<Communicator>> create_nccl_communicator(const GroupSpec& 
       return impl_->all_to_allv(in, s, out, r);
     }
     WorkHandle broadcast(float* d, size_t n, int root) override { return impl_->broadcast(d, n, root); }
-    WorkHandle send(const float* d, size_t n, int peer, uint32_t tag) override { return impl_->send(d, n, peer, tag); }
-    WorkHandle recv(float* d, size_t n, int peer, uint32_t tag) override { return impl_->recv(d, n, peer, tag); }
     WorkHandle batch_send_recv(const std::vector<P2pOp>& ops) override { return impl_->batch_send_recv(ops); }
     WorkHandle barrier() override { return impl_->barrier(); }
     void abort(const std::string& reason) override { impl_->abort(reason); }
