@@ -12,6 +12,7 @@
 # least disturbed by others. Not a test: nothing here gates CI.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/common.sh"
 bin=${1:-$here/../build/daemon/cli/partrain}
 threads=${2:-$(nproc)}
 python=${PARTRAIN_TORCH_PYTHON:-/usr/bin/python3}
@@ -22,13 +23,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 export OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads
 
-# Random byte tokens as a raw uint16 shard (speed does not depend on the text).
-"$python" - "$work/tokens.bin" <<'PY'
-import sys, random
-random.seed(0)
-with open(sys.argv[1], "wb") as f:
-    f.write(bytes(b for _ in range(400000) for b in (random.randrange(256), 0)))
-PY
+bench_random_tokens "$python" "$work/tokens.bin"
 
 median_tok_s() {  # metrics.jsonl, tokens per step, warm-up steps -> median tokens/s
   "$python" - "$1" "$2" "$3" <<'PY'
@@ -43,27 +38,8 @@ printf "%-6s %8s %12s %12s %8s\n" config threads partrain_tok/s torch_tok/s rati
 for cfg in "tiny 2 128 4 64" "small 4 256 4 128"; do
   read -r name layers hidden heads seq <<<"$cfg"
   batch=8
-  cat >"$work/$name.toml" <<TOML
-[job]
-name = "bench-$name"
-run_dir = "$work/run-$name"
-[model]
-arch = "gpt2"
-vocab_size = 256
-seq_len = $seq
-layers = $layers
-hidden = $hidden
-heads = $heads
-[data]
-train_files = ["$work/tokens.bin"]
-format = "raw-u16"
-[training]
-steps = $((steps + warmup))
-global_batch = $batch
-micro_batch = $batch
-lr = 1e-3
-warmup_steps = 2
-TOML
+  bench_gpt2_job "$work/$name.toml" "bench-$name" "$work/run-$name" "$work/tokens.bin" \
+    "$layers" "$hidden" "$heads" "$seq" $((steps + warmup)) $batch $batch
   ours=0 theirs=0
   for _ in $(seq "$repeats"); do
     "$bin" run "$work/$name.toml" >/dev/null 2>"$work/$name.err" || { cat "$work/$name.err"; exit 1; }

@@ -8,6 +8,7 @@
 #   bench/dp/dp_vs_ddp.sh [BUILD_DIR]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/../common.sh"
 build=${1:-$here/../../build}
 python=${PARTRAIN_TORCH_PYTHON:-/usr/bin/python3}
 steps=${BENCH_STEPS:-10}
@@ -18,38 +19,14 @@ trap 'rm -rf "$work"' EXIT
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 export PARTRAIN_SITE_CONFIG=$build/etc/partrain.toml
 
-"$python" - "$work/tokens.bin" <<'PY'
-import sys, random
-random.seed(0)
-with open(sys.argv[1], "wb") as f:
-    f.write(bytes(b for _ in range(400000) for b in (random.randrange(256), 0)))
-PY
+bench_random_tokens "$python" "$work/tokens.bin"
 
 printf "%-6s %6s %14s %12s %7s %16s %14s\n" config ranks partrain_tok/s ddp_tok/s ratio partrain_exposed ddp_exposed
 for cfg in "tiny 2 128 4 64" "small 4 256 4 128"; do
   read -r name layers hidden heads seq <<<"$cfg"
   batch=8  # per rank; global batch = 16
-  cat >"$work/$name.toml" <<TOML
-[job]
-name = "bench-dp-$name"
-run_dir = "$work/run-$name"
-[model]
-arch = "gpt2"
-vocab_size = 256
-seq_len = $seq
-layers = $layers
-hidden = $hidden
-heads = $heads
-[data]
-train_files = ["$work/tokens.bin"]
-format = "raw-u16"
-[training]
-steps = $((steps + warmup))
-global_batch = $((batch * nproc))
-micro_batch = $batch
-lr = 1e-3
-warmup_steps = 2
-TOML
+  bench_gpt2_job "$work/$name.toml" "bench-dp-$name" "$work/run-$name" "$work/tokens.bin" \
+    "$layers" "$hidden" "$heads" "$seq" $((steps + warmup)) $((batch * nproc)) $batch
   "$build/bin/partraind" --standalone --nproc $nproc --partrain dp$nproc "$work/$name.toml" \
       >/dev/null 2>"$work/$name.err" || { cat "$work/$name.err"; exit 1; }
   read -r ours ours_share < <("$python" - "$work/run-$name/metrics.jsonl" $((batch * nproc * seq)) $warmup <<'PY'
