@@ -1,6 +1,9 @@
 # A real installation: bin/, lib/partrain/plugins/, include/partrain/ (the SDK),
 # lib/cmake/partrain/ (so a plugin author writes find_package(partrain)),
-# share/man/, etc/partrain/. CPack turns it into a .deb.
+# share/man/, etc/partrain/. CPack turns it into a .deb that mirrors the configured
+# prefix; for a system package configure with -DCMAKE_INSTALL_PREFIX=/usr (the config
+# files then go to /etc/partrain and /etc/slurm, where the binaries look for them), then
+# run `cpack -G DEB` in the build folder.
 include(CMakePackageConfigHelpers)
 
 install(DIRECTORY include/partrain DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
@@ -33,5 +36,5 @@ set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS OFF)
 set(CPACK_DEBIAN_PACKAGE_DEPENDS
     "libtomlplusplus3, librocksdb7.8, libgloo0, libopenblas0, libfmt9, libspdlog1.10")
-set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
+set(CPACK_PACKAGING_INSTALL_PREFIX ${CMAKE_INSTALL_PREFIX})
 include(CPack)
