@@ -3,6 +3,7 @@
 #include "worker/data_parallel.h"
 
 #include <memory>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -46,17 +47,31 @@ class DataParallelHooks final : public engine::train::StepHooks {
                          "step_begin");
   }
 
-  // Every parameter's range is final: hand them over back to front, as backward made them.
+  // A block's gradients are final: hand its range over now, so the plugin's buckets are
+  // all-reduced while the blocks below are still in backward.
+  Status block_grads_ready(engine::model::Model& m, int layer) override {
+    if (plugin_->state == nullptr) return Status::ok();
+    const auto [lo, hi] = m.block_param_range(layer);
+    if (handed_.empty()) handed_.assign(m.table().specs().size(), false);
+    const auto& specs = m.table().specs();
+    for (size_t i = specs.size(); i-- > 0;) {
+      if (specs[i].offset >= lo && specs[i].offset < hi) {
+        PARTRAIN_RETURN_IF_ERROR(hand_over(m, i));
+      }
+    }
+    return Status::ok();
+  }
+
+  // Backward is done: hand over what no block did (embeddings, final norm, head), back to
+  // front, then wait for every bucket.
   Status sync_grads(engine::model::Model& m, engine::train::StepMetrics* sm) override {
     if (plugin_->state == nullptr) return Status::ok();
     float* g = m.grads().ptr<float>();
-    const auto& specs = m.table().specs();
-    for (auto it = specs.rbegin(); it != specs.rend(); ++it) {
-      PARTRAIN_RETURN_IF_ERROR(plugin_status(
-          run_.plugin->grads_ready(plugin_->state, g, static_cast<size_t>(it->offset),
-                                   static_cast<size_t>(it->numel()), err_, sizeof err_),
-          err_, "grads_ready"));
+    if (handed_.empty()) handed_.assign(m.table().specs().size(), false);
+    for (size_t i = handed_.size(); i-- > 0;) {
+      if (!handed_[i]) PARTRAIN_RETURN_IF_ERROR(hand_over(m, i));
     }
+    handed_.assign(handed_.size(), false);  // the next step starts over
     partrain_sync_stats_v1_t stats{};
     PARTRAIN_RETURN_IF_ERROR(plugin_status(
         run_.plugin->grads_done(plugin_->state, g, &stats, err_, sizeof err_), err_, "grads_done"));
@@ -79,6 +94,17 @@ class DataParallelHooks final : public engine::train::StepHooks {
   bool stop_requested() const override { return stop_ || run_.stop->load(); }
 
  private:
+  Status hand_over(engine::model::Model& m, size_t i) {
+    const auto& spec = m.table().specs()[i];
+    handed_[i] = true;
+    return plugin_status(
+        run_.plugin->grads_ready(plugin_->state, m.grads().ptr<float>(),
+                                 static_cast<size_t>(spec.offset),
+                                 static_cast<size_t>(spec.numel()), err_, sizeof err_),
+        err_, "grads_ready");
+  }
+
+  std::vector<bool> handed_;  // per parameter tensor: given to the plugin this step
   const DataParallelRun& run_;
   PluginInstance* plugin_;
   bool stop_ = false;

@@ -9,9 +9,10 @@
 // gradient by 1/m; the plugin's average over D gives 1/(m D) = b/G per micro-batch, the
 // single-rank weighting.
 //
-// The engine has no per-layer backward hook, so gradients are handed over (back to front,
-// one parameter tensor per range) after the last micro-batch's backward; buckets then
-// overlap each other, not backward.
+// Overlap: on the last micro-batch the engine reports each block as its backward ends
+// (final norm and head first, then blocks top down); its gradient ranges go to the plugin
+// at once, so a full bucket is all-reduced while the blocks below are still in backward.
+// The embeddings, finished last, go over when backward is done.
 #pragma once
 
 #include <atomic>

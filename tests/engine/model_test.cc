@@ -304,4 +304,40 @@ TEST(Model, RejectsBadOptionsWithAReason) {
 }
 
 }  // namespace
+// The data-parallel sync hands each block's gradient range over as soon as backward leaves
+// the block: the range must hold exactly the tensors named after that block, and the
+// callback must come once per range: the final norm and head (l = L), then the blocks
+// top down.
+TEST(Model, BlockParamRangesHoldExactlyEachBlocksTensors) {
+  for (Arch arch : {Arch::kGpt2, Arch::kLlama}) {
+    for (int experts : {0, 2}) {
+      ModelOptions o = tiny(arch);
+      o.layers = 3;
+      o.moe_experts = experts;
+      o.moe_top_k = 1;
+      Harness h(o, 2);
+      for (int l = 0; l < o.layers; ++l) {
+        const auto [lo, hi] = h.m->block_param_range(l);
+        const std::string prefix =
+            (arch == Arch::kGpt2 ? "h." : "model.layers.") + std::to_string(l) + ".";
+        int64_t named = 0;
+        for (const auto& s : h.m->table().specs()) {
+          const bool in_range = s.offset >= lo && s.offset < hi;
+          EXPECT_EQ(in_range, s.name.rfind(prefix, 0) == 0) << s.name << " block " << l;
+          if (in_range) named += s.numel();
+        }
+        EXPECT_EQ(named, hi - lo) << "block " << l;
+      }
+      Data d = random_data(2, o.seq_len, o.vocab_size, 5);
+      h.loss(d, 2);
+      std::vector<int> order;
+      h.m->backward(1.0f, [&](int l) { order.push_back(l); });
+      EXPECT_EQ(order, (std::vector<int>{3, 2, 1, 0}));
+      const auto [top_lo, top_hi] = h.m->block_param_range(o.layers);
+      EXPECT_EQ(top_lo, h.m->block_param_range(o.layers - 1).second);
+      EXPECT_EQ(top_hi, h.m->num_params());
+    }
+  }
+}
+
 }  // namespace partrain::engine::model

@@ -269,7 +269,7 @@ Result<LossParts> Model::forward(const MicroBatch& batch) {
 
 // ---- backward -----------------------------------------------------------------------------
 
-void Model::backward(float scale) {
+void Model::backward(float scale, const std::function<void(int)>& block_done) {
   const int T = o_.seq_len, C = o_.hidden, V = o_.vocab_size, L = o_.layers;
   backward_scale_ = scale;
   // d loss / d loss_n = scale / (number of counted tokens); ignored ones get no gradient.
@@ -285,6 +285,7 @@ void Model::backward(float scale) {
   be_->matmul_backward(dln, grad(head_), Tensor{}, dlogits, act(lnf_), param(head_), N_, C, V);
   be_->zero(dres);
   norm_backward(dres, lnf_w_, lnf_b_, dln, act(res_[L]), lnf_mean_, lnf_rstd_);
+  if (block_done) block_done(L);  // the final norm and an untied head are final now
   // The blocks in reverse; dres carries d loss / d res_[l] down.
   for (int l = L - 1; l >= 0; --l) {
     BlockActs& a = *acts_[l];
@@ -295,11 +296,20 @@ void Model::backward(float scale) {
       recomputing_ = false;
     }
     block_backward(l, act(res_[l]), dres, a);
+    if (block_done) block_done(l);
   }
   // Embedding dropout, then token (and position) embeddings.
   const Tensor demb = dropout_grad(dres, L, 0);
   be_->embedding_backward(grad(wte_), wpe_ >= 0 ? grad(wpe_) : Tensor{}, demb,
                           tokens_.slice(0, {N_}), B_, T, C);
+}
+
+std::pair<int64_t, int64_t> Model::block_param_range(int l) const {
+  const std::vector<ParamSpec>& s = table_.specs();
+  if (l == o_.layers) return {s[static_cast<size_t>(lnf_w_)].offset, table_.total()};
+  const int first = bp_[static_cast<size_t>(l)].ln1_w;
+  const int end = l + 1 < o_.layers ? bp_[static_cast<size_t>(l) + 1].ln1_w : lnf_w_;
+  return {s[static_cast<size_t>(first)].offset, s[static_cast<size_t>(end)].offset};
 }
 
 // ---- shared helpers -----------------------------------------------------------------------

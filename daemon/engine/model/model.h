@@ -14,8 +14,10 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/status.h"
@@ -56,7 +58,15 @@ class Model {
   // Forward pass and loss of one micro-batch (training mode: dropout on).
   Result<LossParts> forward(const MicroBatch& batch);
   // Accumulates d(scale * loss)/d(params) into grads(), for the last forward().
-  void backward(float scale);
+  // `block_done(l)`, when given, is called as soon as the gradients of
+  // block_param_range(l) are final for this backward: first l = L (the final norm and an
+  // untied head), then blocks L-1 .. 0; so a data-parallel sync can start while the blocks
+  // below are still in backward. The embeddings (and a tied head) finish last.
+  void backward(float scale, const std::function<void(int)>& block_done = {});
+  // [first, end) element offsets in the flat buffers of block l's parameters (l < L), or of
+  // the final norm and untied head (l = L): the table adds each block's tensors together,
+  // between the embeddings and the final norm.
+  std::pair<int64_t, int64_t> block_param_range(int l) const;
   void zero_grads();
 
   const ModelOptions& options() const { return o_; }

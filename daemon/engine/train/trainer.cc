@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 
 #include <fmt/format.h>
@@ -111,7 +112,17 @@ Result<StepMetrics> Trainer::step() {
     backend_->synchronize();
     m.fwd_ms += ms_since(t0);
     t0 = Clock::now();
-    model_->backward(1.0f / static_cast<float>(accum_));
+    // On the last micro-batch each block's gradients are final when its backward ends:
+    // the hooks may start syncing them under the rest of backward.
+    Status hook_status;
+    std::function<void(int)> block_done;
+    if (hooks_ != nullptr && k == accum_ - 1) {
+      block_done = [&](int l) {
+        if (hook_status.is_ok()) hook_status = hooks_->block_grads_ready(*model_, l);
+      };
+    }
+    model_->backward(1.0f / static_cast<float>(accum_), block_done);
+    PARTRAIN_RETURN_IF_ERROR(hook_status);
     backend_->synchronize();
     m.bwd_ms += ms_since(t0);
     loss += parts->loss;

@@ -58,6 +58,9 @@ class StepHooks {
   virtual ~StepHooks() = default;
   // Before the first micro-batch of optimizer step `step` (0-based).
   virtual Status begin_step(int64_t step) = 0;
+  // During this rank's last backward of the step, as soon as block `layer`'s gradients are
+  // final: a sync may start on them while the blocks below are still in backward.
+  virtual Status block_grads_ready(model::Model& model, int layer) = 0;
   // After this rank's last backward of the step: the gradients hold this rank's share
   // (scaled 1/grad_accum); on return they hold the global batch's. Times go into *m.
   virtual Status sync_grads(model::Model& model, StepMetrics* m) = 0;
