@@ -315,9 +315,7 @@ Status apply_overrides(const Overrides& o, const OverrideNames& names, JobConfig
 }  // namespace
 
 Result<JobConfig> parse_job(std::string_view text, const std::string& path) {
-  std::error_code ec;
-  std::filesystem::path absolute = std::filesystem::absolute(path, ec);
-  Source src{path, ec ? std::filesystem::path(".") : absolute.parent_path()};
+  const Source src = Source::of(path);
 
   auto root = detail::parse_toml(src, text);
   if (!root) return root.status();

@@ -30,6 +30,13 @@ namespace partrain::config::detail {
 struct Source {
   std::string file;                // the path as the user gave it: messages start with it
   std::filesystem::path base_dir;  // the file's folder: relative paths in it are resolved here
+
+  // The Source of the file at `path` (its folder made absolute; "." when that fails).
+  static Source of(const std::string& path) {
+    std::error_code ec;
+    std::filesystem::path absolute = std::filesystem::absolute(path, ec);
+    return Source{path, ec ? std::filesystem::path(".") : absolute.parent_path()};
+  }
 };
 
 // "job.toml:7: " when line > 0, else "job.toml: ".

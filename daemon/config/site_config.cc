@@ -71,9 +71,7 @@ std::string site_config_path(const std::string& cli_path) {
 }
 
 Result<SiteConfig> parse_site(std::string_view text, const std::string& path) {
-  std::error_code ec;
-  std::filesystem::path absolute = std::filesystem::absolute(path, ec);
-  Source src{path, ec ? std::filesystem::path(".") : absolute.parent_path()};
+  const Source src = Source::of(path);
   auto root = detail::parse_toml(src, text);
   if (!root) return root.status();
   SiteConfig site;
