@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/json_string.h"
 #include "common/status.h"
 
 namespace partrain::engine::io {
@@ -30,7 +31,7 @@ struct JsonValue {
 // Messages say what was expected and at which byte.
 Result<JsonValue> parse_json(std::string_view text);
 
-// Appends `s` as a JSON string literal (quotes, escapes) to *out.
-void append_json_string(std::string_view s, std::string* out);
+// Appends `s` as a JSON string literal (quotes, escapes) to *out (common/json_string.h).
+using partrain::append_json_string;
 
 }  // namespace partrain::engine::io
