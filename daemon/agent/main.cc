@@ -10,6 +10,7 @@
 
 #include "agent/agent.h"
 #include "cli/exit_codes.h"
+#include "common/trace.h"
 
 #ifndef PARTRAIN_VERSION
 #define PARTRAIN_VERSION "unknown"
@@ -36,12 +37,23 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--heartbeat-interval", hb_interval_s, "seconds between heartbeats (default 2)")
       ->check(CLI::PositiveNumber);
+  std::string trace_steps;
+  app.add_option("--trace", trace_steps,
+                 "trace these steps on every rank into <run_dir>/trace/rank-R.json (e.g. 5-7; "
+                 "default: $PARTRAIN_TRACE)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);
     std::fprintf(stderr, "partraind: %s (see partraind --help)\n", e.what());
     return partrain::cli::kExitUsage;
+  }
+  if (!trace_steps.empty()) {
+    if (auto steps = partrain::trace::StepSet::parse(trace_steps); !steps) {
+      std::fprintf(stderr, "partraind: %s\n", steps.status().message().c_str());
+      return partrain::cli::kExitUsage;
+    }
+    ::setenv("PARTRAIN_TRACE", trace_steps.c_str(), 1);  // the workers read it
   }
   if (o.standalone && o.nproc < 1) {
     std::fprintf(stderr, "partraind: --standalone needs --nproc N\n");

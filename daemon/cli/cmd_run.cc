@@ -1,7 +1,7 @@
 // `partrain run` and `partrain export`: single-rank training and weight export.
 //
 //   partrain run JOB.toml [--steps N] [--init FILE.safetensors] [--save FILE.safetensors]
-//                [--device cpu|cuda|cuda:N] [--partrain SPEC] [--nproc N]
+//                [--device cpu|cuda|cuda:N] [--partrain SPEC] [--nproc N] [--trace STEPS]
 //   partrain export JOB.toml [--from FILE.safetensors] -o OUT.safetensors
 //
 // run trains on one rank, printing one line per step and writing <run_dir>/metrics.jsonl
@@ -24,6 +24,7 @@
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
 #include "common/log.h"
+#include "common/trace.h"
 #include "config/job_config.h"
 #include "engine/model/hf_io.h"
 #include "engine/model/model.h"
@@ -37,7 +38,7 @@ namespace engine = partrain::engine;
 struct RunArgs {
   std::string job;
   int64_t steps = 0;
-  std::string init, save, device = "cpu", spec;
+  std::string init, save, device = "cpu", spec, trace;
   int nproc = 0;  // > 0: the local agent with this many worker ranks
 };
 
@@ -77,6 +78,8 @@ Status check_single_rank(const config::JobConfig& job, const std::string& cli_sp
 
 // --nproc N: one local partraind agent (standalone) running N worker ranks.
 int run_local_agent(const RunArgs& a) {
+  // The workers read the steps to trace from their environment (partraind passes it on).
+  if (!a.trace.empty()) ::setenv("PARTRAIN_TRACE", a.trace.c_str(), 1);
   if (!a.init.empty() || !a.save.empty() || a.device != "cpu") {
     return fail(Status::invalid("--nproc: --init, --save and --device are not available with "
                                 "--nproc yet; the workers train on CPU ranks"));
@@ -91,6 +94,9 @@ int run_local_agent(const RunArgs& a) {
 }
 
 int run_train(const RunArgs& a) {
+  if (!a.trace.empty()) {
+    if (Result<trace::StepSet> steps = trace::StepSet::parse(a.trace); !steps) return fail(steps.status());
+  }
   if (a.nproc > 0) return run_local_agent(a);
   Result<config::JobConfig> job = load(a.job);
   if (!job) return fail(job.status());
@@ -107,6 +113,9 @@ int run_train(const RunArgs& a) {
   if (a.steps > 0) o.train.steps = a.steps;
   o.progress_bar = isatty(STDOUT_FILENO) != 0;
   log::set_context(job->name, "", 0);
+  if (!a.trace.empty()) {
+    trace::configure(*trace::StepSet::parse(a.trace), o.run_dir + "/trace/rank-0.json", 0, "rank 0");
+  }
   Result<std::unique_ptr<engine::train::Trainer>> t = engine::train::Trainer::create(o);
   if (!t) return fail(t.status());
   if (Status s = (*t)->run(); !s) return fail(s);
@@ -152,6 +161,9 @@ void register_run(CLI::App& app, CommandResult* result) {
                   "local ranks: start the partraind agent with N worker processes (the layout's "
                   "world size, e.g. --partrain=dp2 --nproc 2)")
       ->check(CLI::PositiveNumber);
+  run->add_option("--trace", args->trace,
+                  "write a Chrome/Perfetto trace of these steps per rank to "
+                  "<run_dir>/trace/rank-R.json (e.g. 5-7; merge with `partrain trace merge`)");
   run->callback([args, result] { result->exit_code = run_train(*args); });
 
   auto eargs = std::make_shared<ExportArgs>();

@@ -23,6 +23,7 @@
 #include "comm/store/secret.h"
 #include "comm/store/store_client.h"
 #include "common/log.h"
+#include "common/trace.h"
 #include "config/job_config.h"
 #include "config/site_config.h"
 #include "layout/layout.h"
@@ -64,6 +65,8 @@ Status run(const std::string& job_path) {
   Result<config::JobConfig> job = config::resolve_job(job_path, *site, {});
   if (!job) return job.status();
   log::set_context(job->name, env("PARTRAIN_NODE_NAME"), *rank);
+  PARTRAIN_RETURN_IF_ERROR(trace::configure_from_env(
+      job->run_dir, *rank, fmt::format("rank {} {}", *rank, env("PARTRAIN_NODE_NAME"))));
   Result<Layout> layout = Layout::create(*world, job->parallelism);
   if (!layout) return layout.status();
   if (layout->tp() != 1 || layout->pp() != 1 || layout->ep() != 1 || layout->cp() != 1) {

@@ -30,6 +30,7 @@
 
 #include "comm/gloo/gloo_store.h"
 #include "common/log.h"
+#include "common/trace.h"
 
 namespace partrain::comm {
 namespace {
@@ -434,7 +435,9 @@ class GlooCommunicator final : public Communicator {
         std::lock_guard lock(mu_);
         aborted = aborted_;
       }
+      const int64_t start_us = trace::active() ? trace::now_us() : -1;
       Status status = aborted ? aborted_status(task.name) : guarded(task.name, task.run);
+      if (start_us >= 0) trace::record(task.name, trace::Lane::kComm, start_us, trace::now_us(), spec_.name);
       {
         std::lock_guard lock(mu_);
         running_ = false;

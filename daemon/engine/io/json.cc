@@ -265,4 +265,31 @@ Result<JsonValue> parse_json(std::string_view text) {
   return root;
 }
 
+void append_json_value(const JsonValue& v, std::string* out) {
+  switch (v.kind) {
+    case JsonValue::Kind::kNull: *out += "null"; return;
+    case JsonValue::Kind::kBool: *out += v.boolean ? "true" : "false"; return;
+    case JsonValue::Kind::kNumber: *out += v.text; return;
+    case JsonValue::Kind::kString: append_json_string(v.text, out); return;
+    case JsonValue::Kind::kArray:
+      out->push_back('[');
+      for (size_t i = 0; i < v.items.size(); ++i) {
+        if (i > 0) out->push_back(',');
+        append_json_value(v.items[i], out);
+      }
+      out->push_back(']');
+      return;
+    case JsonValue::Kind::kObject:
+      out->push_back('{');
+      for (size_t i = 0; i < v.members.size(); ++i) {
+        if (i > 0) out->push_back(',');
+        append_json_string(v.members[i].first, out);
+        out->push_back(':');
+        append_json_value(v.members[i].second, out);
+      }
+      out->push_back('}');
+      return;
+  }
+}
+
 }  // namespace partrain::engine::io

@@ -31,6 +31,9 @@ struct JsonValue {
 // Messages say what was expected and at which byte.
 Result<JsonValue> parse_json(std::string_view text);
 
+// Appends `v` as compact JSON text to *out; parse_json reads it back to an equal value.
+void append_json_value(const JsonValue& v, std::string* out);
+
 // Appends `s` as a JSON string literal (quotes, escapes) to *out (common/json_string.h).
 using partrain::append_json_string;
 

@@ -6,11 +6,13 @@
 #include <cmath>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <fstream>
 
 #include <fmt/format.h>
 
 #include "common/log.h"
+#include "common/trace.h"
 #include "engine/model/hf_io.h"
 
 namespace partrain::engine::train {
@@ -27,8 +29,8 @@ std::string metrics_json(const StepMetrics& m) {
   // {} prints the shortest text that reads back to the same float: metrics are exact.
   std::string line = fmt::format(
       "{{\"step\":{},\"loss\":{},\"lr\":{},\"grad_norm\":{},\"tokens\":{},\"step_ms\":{:.3f},"
-      "\"fwd_ms\":{:.3f},\"bwd_ms\":{:.3f},\"opt_ms\":{:.3f}",
-      m.step, m.loss, m.lr, m.grad_norm, m.tokens, m.step_ms, m.fwd_ms, m.bwd_ms, m.opt_ms);
+      "\"fwd_ms\":{:.3f},\"bwd_ms\":{:.3f},\"opt_ms\":{:.3f},\"data_ms\":{:.3f}",
+      m.step, m.loss, m.lr, m.grad_norm, m.tokens, m.step_ms, m.fwd_ms, m.bwd_ms, m.opt_ms, m.data_ms);
   if (m.dp > 1) {
     const double share = m.step_ms > 0 ? m.exposed_ms / m.step_ms : 0.0;
     line += fmt::format(",\"comm_ms\":{:.3f},\"exposed_ms\":{:.3f},\"exposed_share\":{:.4f},"
@@ -93,6 +95,7 @@ Result<StepMetrics> Trainer::step() {
   const int T = o_.model.seq_len, mb = tr.micro_batch;
   StepMetrics m;
   const auto t_step = Clock::now();
+  trace::begin_step(step_ + 1);
   // Gradients start at zero and accumulate over the micro-batches, each scaled by 1/m so
   // the result is the gradient of the mean loss over the global batch.
   if (hooks_ != nullptr) PARTRAIN_RETURN_IF_ERROR(hooks_->begin_step(step_));
@@ -104,13 +107,20 @@ Result<StepMetrics> Trainer::step() {
     // ranks is the single-rank batch, and each sample keeps its dropout stream.
     const uint64_t first = static_cast<uint64_t>(step_) * tr.global_batch +
                            (static_cast<uint64_t>(k) * o_.dp + o_.dp_rank) * mb;
-    data::read_samples(*data_, *sampler_, first, mb, T, inputs_.data(), targets_.data());
     auto t0 = Clock::now();
+    {
+      trace::Span span("data", trace::Lane::kCompute, k);
+      data::read_samples(*data_, *sampler_, first, mb, T, inputs_.data(), targets_.data());
+    }
+    m.data_ms += ms_since(t0);
+    t0 = Clock::now();
+    std::optional<trace::Span> span(std::in_place, "forward", trace::Lane::kCompute, k);
     Result<model::LossParts> parts =
         model_->forward({inputs_.data(), targets_.data(), mb, first, step_});
     if (!parts) return parts.status();
     backend_->synchronize();
     m.fwd_ms += ms_since(t0);
+    span.emplace("backward", trace::Lane::kCompute, k);  // ends the forward span
     t0 = Clock::now();
     // On the last micro-batch each block's gradients are final when its backward ends:
     // the hooks may start syncing them under the rest of backward.
@@ -131,14 +141,19 @@ Result<StepMetrics> Trainer::step() {
   // Data parallel: every rank's gradient and loss become the global batch's.
   m.dp = o_.dp;
   if (hooks_ != nullptr) {
+    trace::Span span("wait for gradient sync");
     PARTRAIN_RETURN_IF_ERROR(hooks_->sync_grads(*model_, &m));
     PARTRAIN_RETURN_IF_ERROR(hooks_->reduce_loss(&loss));
   }
   // Clip by the global norm and take one AdamW step at this step's learning rate.
   const auto t_opt = Clock::now();
   m.lr = lr_at(tr, step_);
-  const OptimizerStepStats st = opt_->step(m.lr);
-  backend_->synchronize();
+  OptimizerStepStats st;
+  {
+    trace::Span span("optimizer");
+    st = opt_->step(m.lr);
+    backend_->synchronize();
+  }
   m.opt_ms = ms_since(t_opt);
   ++step_;
   tokens_ += static_cast<int64_t>(tr.global_batch) * T;
@@ -147,6 +162,7 @@ Result<StepMetrics> Trainer::step() {
   m.grad_norm = st.grad_norm;
   m.tokens = tokens_;
   m.step_ms = ms_since(t_step);
+  trace::end_step(step_);
   if (!std::isfinite(m.loss)) {
     return Status::internal(fmt::format("step {}: loss is {}; lower [training] lr or raise "
                                         "warmup_steps", m.step, m.loss));
@@ -201,6 +217,7 @@ Status Trainer::run() {
     }
   }
   if (o_.progress_bar && !o_.quiet) std::fputs("\n", stdout);
+  if (Status s = trace::flush(); !s) log::warn("engine", "{}", s.message());
   // Peak device memory per category, for comparison with the planner's estimate.
   const MemoryStats& mem = backend_->memory();
   std::string peaks;

@@ -44,6 +44,7 @@ struct StepMetrics {
   float grad_norm = 0;     // before clipping
   int64_t tokens = 0;      // tokens trained on so far, this step included
   double step_ms = 0, fwd_ms = 0, bwd_ms = 0, opt_ms = 0;
+  double data_ms = 0;       // reading the step's samples (the data-loading share of step_ms)
   // Data parallel only (dp > 1): gradient collectives of the step. comm_ms: first
   // collective started to last finished; exposed_ms: the part this rank waited for.
   int dp = 1;
