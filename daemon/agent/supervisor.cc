@@ -13,6 +13,9 @@
 
 #include <fmt/format.h>
 
+#include "agent/cpu_binding.h"
+#include "common/log.h"
+
 extern char** environ;
 
 namespace partrain::agent {
@@ -27,13 +30,12 @@ WorkerGroup::~WorkerGroup() { kill_all(); }
 
 Status WorkerGroup::spawn(const std::string& binary, const std::vector<std::string>& args,
                           const std::vector<WorkerSpec>& specs) {
-  cpu_set_t allowed;
-  CPU_ZERO(&allowed);
-  std::vector<int> cpus;
-  if (::sched_getaffinity(0, sizeof allowed, &allowed) == 0) {
-    for (int c = 0; c < CPU_SETSIZE; ++c) {
-      if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
-    }
+  // Each local rank's block of whole cores (cpu_binding.h); unbound when hwloc fails.
+  std::vector<std::vector<int>> rank_cpus;
+  if (Result<CoreList> cores = allowed_cores(); cores) {
+    rank_cpus = cpus_per_rank(*cores, static_cast<int>(specs.size()));
+  } else {
+    log::warn("agent", "{}", cores.status().message());
   }
   const pid_t agent = ::getpid();
   for (const WorkerSpec& w : specs) {
@@ -55,11 +57,9 @@ Status WorkerGroup::spawn(const std::string& binary, const std::vector<std::stri
     argv.push_back(nullptr);
     cpu_set_t mine;
     CPU_ZERO(&mine);
-    const int nlocal = static_cast<int>(specs.size());
-    for (size_t i = 0; i < cpus.size(); ++i) {
-      if (cpus.size() < specs.size() || static_cast<int>(i % static_cast<size_t>(nlocal)) == w.local_rank) {
-        CPU_SET(cpus[i], &mine);
-      }
+    const bool bind = static_cast<size_t>(w.local_rank) < rank_cpus.size();
+    if (bind) {
+      for (int c : rank_cpus[static_cast<size_t>(w.local_rank)]) CPU_SET(c, &mine);
     }
     const pid_t pgid = pgid_;
     const pid_t pid = ::fork();
@@ -71,7 +71,7 @@ Status WorkerGroup::spawn(const std::string& binary, const std::vector<std::stri
       ::setpgid(0, pgid);  // the first worker leads the group (pgid 0 = itself)
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);
       if (::getppid() != agent) ::_exit(75);  // the agent died before prctl
-      if (!cpus.empty()) ::sched_setaffinity(0, sizeof mine, &mine);
+      if (bind) ::sched_setaffinity(0, sizeof mine, &mine);
       ::execve(binary.c_str(), argv.data(), envp.data());
       ::_exit(127);
     }

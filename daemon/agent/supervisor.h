@@ -35,8 +35,8 @@ class WorkerGroup {
   WorkerGroup(const WorkerGroup&) = delete;
   WorkerGroup& operator=(const WorkerGroup&) = delete;
 
-  // Starts `binary args...` for each spec. CPUs: the agent's allowed CPUs dealt round
-  // robin over the local ranks. Workers die with the agent (PR_SET_PDEATHSIG).
+  // Starts `binary args...` for each spec, each bound to its local rank's block of whole
+  // cores (cpu_binding.h). Workers die with the agent (PR_SET_PDEATHSIG).
   Status spawn(const std::string& binary, const std::vector<std::string>& args,
                const std::vector<WorkerSpec>& specs);
 
