@@ -80,10 +80,12 @@ TEST(Schedules, OneFOneBBubbleAndMemory) {
   }
 }
 
-// Interleaved, v chunks per rank, each costing (F+B)/v: the first micro-batch reaches the
-// last stage after p*v - 1 chunk-forwards, but rank 0 only idles for the p-1 chunk-slots
-// that the other ranks start late (and, mirrored, finish early), each (F+B)/v long, on top
-// of m(F+B) of work: bubble = ((p-1)(F+B)/v) / (m(F+B) + (p-1)(F+B)/v) = (p-1)/(v*m+p-1).
+// Interleaved, v chunks per rank, each chunk costing F/v forward and B/v backward: the
+// work per rank is still m(F+B), but filling and draining the pipeline now takes p-1
+// chunk-slots of (F+B)/v instead of p-1 stage-slots of F+B (Narayanan et al. 2021,
+// section 2.2.2), so makespan = m(F+B) + (p-1)(F+B)/v and
+// bubble = ((p-1)(F+B)/v) / (m(F+B) + (p-1)(F+B)/v) = (p-1)/(v*m+p-1).
+// E.g. p=2, m=2, v=2, F=1, B=2: makespan 2*3 + 1*3/2 = 7.5, bubble 1.5/7.5 = 0.2 = 1/5.
 TEST(Schedules, InterleavedBubbleIsDividedByV) {
   auto s = load("interleaved");
   ASSERT_TRUE(s);
