@@ -122,7 +122,7 @@ Result<Settings> settings_from(const ScheduleArgs& a, const config::JobConfig* j
     if (!m) return m.status();
     s.mb = *m;
   }
-  if (s.pp == 0 || s.mb == 0) {
+  if (job == nullptr && (!a.pp || !a.mb)) {
     return Status::invalid("partrain: schedule needs --pp P and --mb M (or --job FILE to take "
                            "them from), e.g. partrain schedule --pp 4 --mb 8 --sched 1f1b");
   }
