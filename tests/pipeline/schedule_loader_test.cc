@@ -11,6 +11,8 @@
 
 #include <gtest/gtest.h>
 
+#include "pipeline/check.h"
+#include "pipeline/simulate.h"
 #include "plugin/schedule_loader.h"
 
 namespace partrain::plugin {
@@ -137,6 +139,24 @@ TEST_F(ScheduleLoaderTest, ExceptionInBuildBecomesAnError) {
   EXPECT_EQ(s.status().code(), StatusCode::kInternal);
   EXPECT_EQ(s.status().message(),
             "partrain: schedule sched_throws (pp=2, m=2, v=1): sched_throws: out of ideas");
+}
+
+TEST_F(ScheduleLoaderTest, PlainCPluginLoadsAndPassesTheChecker) {
+  install(fixture("sched_c"), "sched_c.so");
+  Result<std::unique_ptr<SchedulePlugin>> p = find_schedule_plugin(dir_, "sched_c");
+  ASSERT_TRUE(p) << p.status().message();
+  Result<pipeline::Schedule> s = (*p)->build(3, 4, 1);
+  ASSERT_TRUE(s) << s.status().message();
+  Status ok = pipeline::check(*s);
+  EXPECT_TRUE(ok) << ok.message();
+  Result<pipeline::Timeline> t = pipeline::simulate(*s);
+  ASSERT_TRUE(t);
+  EXPECT_NEAR(t->bubble, 2.0 / 6.0, 1e-12);  // GPipe: (p-1)/(m+p-1) = 2/6
+  s = (*p)->build(3, 4, 2);
+  ASSERT_FALSE(s);
+  EXPECT_EQ(s.status().message(),
+            "partrain: schedule sched_c (pp=3, m=4, v=2): sched_c: one chunk per rank only (got "
+            "v=2)");
 }
 
 }  // namespace
