@@ -126,8 +126,9 @@ Result<Settings> settings_from(const ScheduleArgs& a, const config::JobConfig* j
     return Status::invalid("partrain: schedule needs --pp P and --mb M (or --job FILE to take "
                            "them from), e.g. partrain schedule --pp 4 --mb 8 --sched 1f1b");
   }
-  PARTRAIN_RETURN_IF_ERROR(check_range("--pp", s.pp, kMaxPp));
-  PARTRAIN_RETURN_IF_ERROR(check_range("--mb", s.mb, kMaxMb));
+  PARTRAIN_RETURN_IF_ERROR(check_range(a.pp ? "--pp" : "the job file's pp", s.pp, kMaxPp));
+  PARTRAIN_RETURN_IF_ERROR(
+      check_range(a.mb ? "--mb" : "the job file's micro-batch count", s.mb, kMaxMb));
   PARTRAIN_RETURN_IF_ERROR(check_range("the virtual-stage count", s.v, kMaxV));
   if (!a.costs.empty()) {
     Result<pipeline::Costs> c = parse_costs(a.costs);
