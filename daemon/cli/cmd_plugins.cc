@@ -11,6 +11,7 @@
 #include "cli/exit_codes.h"
 #include "config/site_config.h"
 #include "plugin/loader.h"
+#include "plugin/schedule_loader.h"
 
 namespace partrain::cli {
 namespace {
@@ -21,7 +22,7 @@ int list_installed(const std::string& site_path) {
     std::fprintf(stderr, "partrain: %s\n", site.status().message().c_str());
     return exit_code_for(site.status());
   }
-  Result<std::vector<plugin::ListEntry>> list = plugin::list_plugins(site->plugin_dir);
+  Result<std::vector<plugin::ListEntry>> list = plugin::list_all_plugins(site->plugin_dir);
   if (!list) {
     std::fprintf(stderr, "partrain: %s\n", list.status().message().c_str());
     return exit_code_for(list.status());

@@ -1,0 +1,57 @@
+#!/bin/sh
+# Installs partrain into a temporary prefix, builds tests/pipeline/bad_schedules out of
+# tree against it (find_package(partrain)), installs the two plugins and the shipped 1f1b
+# into a plugin directory of its own, and checks with the installed `partrain`:
+#   - `partrain plugins` lists them as family pipeline;
+#   - `partrain schedule` refuses the deadlock and the missing backward (exit 2), each
+#     with the violation named;
+#   - the shipped 1f1b passes, with bubble (p-1)/(m+p-1) = 3/11 = 0.2727 for p=4, m=8,
+#     at most p = 4 micro-batches in flight on rank 0, and an SVG written.
+#   bad_schedules_out_of_tree.sh CMAKE BUILD_DIR SRC WORK_DIR
+set -eu
+cmake=$1 build=$2 src=$3 work=$4
+rm -rf "$work"
+mkdir -p "$work"
+"$cmake" --install "$build" --prefix "$work/prefix" > "$work/install.log"
+test -f "$work/prefix/include/partrain/schedule_sdk.h"
+"$cmake" -S "$src" -B "$work/build" -DCMAKE_PREFIX_PATH="$work/prefix" > "$work/configure.log"
+"$cmake" --build "$work/build" > "$work/build.log"
+mkdir -p "$work/plugins"
+chmod 755 "$work/plugins"
+install -m 0755 "$work/build/deadlock.so" "$work/plugins/deadlock.so"
+install -m 0755 "$work/build/nobackward.so" "$work/plugins/nobackward.so"
+install -m 0755 "$work/prefix/lib/partrain/plugins/1f1b.so" "$work/plugins/1f1b.so"
+printf '[paths]\nplugin_dir = "%s"\n' "$work/plugins" > "$work/site.toml"
+partrain="$work/prefix/bin/partrain"
+
+out=$("$partrain" plugins --site-config "$work/site.toml")
+echo "$out"
+echo "$out" | grep -qE "^deadlock +pipeline +0\.1\.0 +$work/plugins/deadlock\.so$"
+echo "$out" | grep -qE "^nobackward +pipeline +0\.1\.0 +$work/plugins/nobackward\.so$"
+
+# refused CMD... EXPECTED: the command fails with exit code 2 and EXPECTED on stderr.
+refused() {
+  expected=$1
+  shift
+  rc=0
+  "$partrain" "$@" --site-config "$work/site.toml" > "$work/out.txt" 2> "$work/err.txt" || rc=$?
+  cat "$work/err.txt"
+  test "$rc" -eq 2
+  grep -qF -- "$expected" "$work/err.txt"
+}
+refused "partrain: schedule deadlock (pp=2, m=2, v=1): deadlock: rank 0 waits at action 2 (recv-grad mb0 chunk0 from rank 1) for rank 1's action 5 (send-grad mb0 chunk0 to rank 0); rank 1 waits at action 0 (recv-activation mb0 chunk0 from rank 0) for rank 0's action 3 (send-activation mb0 chunk0 to rank 1); no rank can proceed" \
+  schedule --pp 2 --mb 2 --sched deadlock
+refused "partrain: schedule nobackward (pp=2, m=4, v=1): rank 1: stage 1 (chunk 0) never backwards micro-batch 3 (no backward or backward-input)" \
+  schedule --pp 2 --mb 4 --sched nobackward
+
+good=$("$partrain" schedule --pp 4 --mb 8 --sched 1f1b --svg "$work/1f1b.svg" \
+  --site-config "$work/site.toml")
+echo "$good"
+echo "$good" | grep -qF "bubble fraction 0.2727"
+echo "$good" | grep -qE "^rank 0 .*peak in flight 4$"
+grep -q "<svg" "$work/1f1b.svg"
+# With a job file: the stage partition of the example model over pp=2.
+job=$("$partrain" schedule --job "$work/prefix/share/partrain/examples/tiny.toml" --pp 2 \
+  --mb 4 --site-config "$work/site.toml")
+echo "$job"
+echo "$job" | grep -qE "^stage 1 \(rank 1, chunk 0\): block 1 \+ head"
