@@ -1,15 +1,24 @@
 #!/usr/bin/env bash
 # Requeue after a node crash: the shipped etc/examples/train.sbatch (--requeue, dp2 on two
-# of the cluster's three nodes) trains; mid-run the second node crashes (every process of
-# it frozen at once: no FIN and no reply reach anyone, as after a power loss; then killed).
-# The surviving agent must find the peer lost within its heartbeat timeout and exit 75;
-# Slurm requeues the job (same id, SLURM_RESTART_COUNT=1) onto the spare node; it runs
-# again and finishes, and its final metrics equal an uninterrupted standalone run's. Prints
-# how long detection, requeue and the restarted run took.
-#   requeue_test.sh CLUSTER_DIR PARTRAIN PARTRAIND SITE_CONFIG
+# of the cluster's three nodes) trains; mid-run one node crashes (every process of it
+# frozen at once: no FIN and no reply reach anyone, as after a power loss; then killed).
+# Slurm requeues the job (same id, SLURM_RESTART_COUNT=1) onto the survivor and the spare
+# node; it runs again and finishes, and its final metrics equal an uninterrupted standalone
+# run's. Prints how long detection, requeue and the restarted run took.
+#   requeue_test.sh CLUSTER_DIR PARTRAIN PARTRAIND SITE_CONFIG peer|coordinator
+# peer: the second node crashes; the surviving coordinator's agent must find the peer lost
+# within the heartbeat bound and exit 75 (its log is in the job output, which the first
+# node writes). coordinator: the first node crashes: the coordinator with rank 0 and the
+# store, and the batch host. The job output then loses what the survivor says (it went
+# through the frozen batch host), so only Slurm's side and the numbers are checked.
 set -uo pipefail
 source "$(dirname "$0")/common.sh"
 train_setup "$2" "$3" "$4"
+case ${5:-} in
+  peer) victim_index=1 ;;
+  coordinator) victim_index=0 ;;
+  *) echo "usage: $0 CLUSTER_DIR PARTRAIN PARTRAIND SITE_CONFIG peer|coordinator" >&2; exit 2 ;;
+esac
 steps=80         # about 3 s per run on an idle 2-core machine
 crash_after=20   # steps logged before the crash
 export PARTRAIN_HEARTBEAT_TIMEOUT=3   # heartbeats every 1.5 s
@@ -42,6 +51,7 @@ logged_steps() { [ -f "$out/run/metrics.jsonl" ] && wc -l <"$out/run/metrics.jso
 crash_point_reached() { [ "$(logged_steps)" -ge $crash_after ]; }
 peer_lost_logged() { grep -q 'peer node 1 lost: no heartbeat' "$out/job.out"; }
 job_done() { [ "$(job_field "$id" JobState)" = COMPLETED ]; }
+job_not_running() { [ "$(job_field "$id" JobState)" != RUNNING ]; }
 
 # The attempt's part of the job output (train.sbatch starts each with a marker line).
 attempt_part() {
@@ -61,30 +71,39 @@ id=$(submit_train "$out/run" $steps "$out/job.out")
 until_true 60 "$crash_after logged steps" crash_point_reached
 read -r -a nodes <<<"$(scontrol show hostnames "$(job_field "$id" NodeList)" | tr '\n' ' ')"
 [ ${#nodes[@]} -eq 2 ] || fail "job $id runs on ${nodes[*]}, not on two nodes"
-victim=${nodes[1]}   # not the coordinator, not the batch host
+victim=${nodes[$victim_index]}
+survivor=${nodes[$((1 - victim_index))]}
 bash "$cluster" freeze "$dir" "$victim" || fail "could not freeze $victim"
 crash=$(now_ms)
-echo "crashed node $victim of job $id on ${nodes[*]} after $(logged_steps) logged steps"
+echo "crashed node $victim ($5) of job $id on ${nodes[*]} after $(logged_steps) logged steps"
 
-until_true 15 "'peer node 1 lost' from the surviving agent" peer_lost_logged
+# The node stays frozen until the loss is seen (by the survivor, or by Slurm when the
+# survivor's words cannot reach the output), so that no closed socket gives it away.
+if [ $victim_index -eq 1 ]; then
+  until_true 15 "'peer node 1 lost' from the surviving agent" peer_lost_logged
+else
+  until_true 30 "Slurm to take job $id off the crashed node" job_not_running
+fi
 cp "$out/run/metrics.jsonl" "$out/before-crash.jsonl"   # the requeued run truncates it
 bash "$cluster" kill-node "$dir" "$victim" >/dev/null
 until_true 90 "completion of the requeued job $id" job_done
+part0=$(attempt_part 0)
+part1=$(attempt_part 1)
 
 # The survivor's own view: the lost peer, and its exit 75.
-part0=$(attempt_part 0)
-lost=$(grep -m1 "node=${nodes[0]} | peer node 1 lost" <<<"$part0") ||
-  fail "the agent on ${nodes[0]} did not report the lost peer: $part0"
-grep -q "node=${nodes[0]} | exit 75: retryable" <<<"$part0" ||
-  fail "the agent on ${nodes[0]} did not exit 75: $part0"
-grep -q "srun: error: ${nodes[0]}: task 0: Exited with exit code 75" <<<"$part0" ||
-  fail "srun did not see the surviving agent exit 75"
-echo "attempt 0: $lost"
+if [ $victim_index -eq 1 ]; then
+  lost=$(grep -m1 "node=$survivor | peer node 1 lost" <<<"$part0") ||
+    fail "the agent on $survivor did not report the lost peer: $part0"
+  grep -q "node=$survivor | exit 75: retryable" <<<"$part0" ||
+    fail "the agent on $survivor did not exit 75: $part0"
+  grep -q "srun: error: $survivor: task 0: Exited with exit code 75" <<<"$part0" ||
+    fail "srun did not see the surviving agent exit 75"
+  echo "attempt 0: $lost"
+fi
 
 # Slurm's side: the same job, restarted once, on the survivor and the spare node.
 [ "$(job_field "$id" Restarts)" = 1 ] || fail "job $id Restarts=$(job_field "$id" Restarts), not 1"
 [ "$(job_field "$id" ExitCode)" = 0:0 ] || fail "job $id ended with $(job_field "$id" ExitCode)"
-part1=$(attempt_part 1)
 marker=$(head -n 1 <<<"$part1")
 [ -n "$marker" ] || fail "no attempt 1 in the job output: $(cat "$out/job.out")"
 renodes=$(scontrol show hostnames "${marker##* on }" | tr '\n' ' ')
@@ -108,6 +127,16 @@ echo "the restarted run's first step: $first (the crash came after step $(wc -l 
 # Until then a requeued run trains again from step 1; only its final metrics are checked.
 [ -n "$first" ] || fail "attempt 1 printed no step line"
 
+start1=$(log_ms "$(grep -m1 ' INFO  agent ' <<<"$part1")")
+end1=$(log_ms "$(grep "node=$survivor | exit 0: done" <<<"$part1")")
+if [ $victim_index -eq 0 ]; then
+  echo "times: requeue $(span "$crash" "$start1") s (crash to the restarted agents' start)," \
+       "restarted run $(span "$start1" "$end1") s ($((steps - first + 1)) steps), crash to" \
+       "done $(span "$crash" "$end1") s"
+  echo PASS
+  exit 0
+fi
+
 # Detection is bounded: a peer is lost once its counter has not moved for the timeout, as
 # seen by a check every interval (timeout / 2), and its last beat may be seen one interval
 # late: at most timeout + 2 intervals = 2 x timeout after the crash, plus 1 s of slack.
@@ -116,8 +145,6 @@ detect_ms=$(( $(log_ms "$lost") - crash ))
   fail "the lost peer was found $(span 0 $detect_ms) s after the crash, past the bound"
 
 # How long each part took, from the agents' log times (ms) and the crash time.
-start1=$(log_ms "$(grep -m1 ' INFO  agent ' <<<"$part1")")
-end1=$(log_ms "$(grep "node=${nodes[0]} | exit 0: done" <<<"$part1")")
 echo "times: detection $(span "$crash" "$(log_ms "$lost")") s (heartbeat timeout" \
      "${PARTRAIN_HEARTBEAT_TIMEOUT} s), requeue $(span "$(log_ms "$lost")" "$start1") s" \
      "(loss found to the restarted agents' start), restarted run $(span "$start1" "$end1") s" \
