@@ -259,6 +259,8 @@ stop() {
   local files=()
   for name in $(configured_nodes); do files+=("$dir/run/slurmd-$name.pid"); done
   stop_pids "${files[@]}" "$dir/run/slurmctld.pid"
+  # What no slurmd will clean up any more: a node a test froze and did not kill, say.
+  for name in $(configured_nodes); do signal_node KILL "$name" >/dev/null; done
   stop_pids "$dir/run/munged.pid"
   echo "slurm-cluster: stopped $dir"
 }
