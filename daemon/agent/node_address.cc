@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <sstream>
 #include <vector>
@@ -62,6 +63,7 @@ int capture(const std::vector<std::string>& argv, std::string* out) {
     struct pollfd p {fds[0], POLLIN, 0};
     if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
     const ssize_t n = ::read(fds[0], buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
     out->append(buf, static_cast<size_t>(n));
   }
