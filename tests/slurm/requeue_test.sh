@@ -21,7 +21,10 @@ case ${5:-} in
 esac
 steps=80         # about 3 s per run on an idle 2-core machine
 crash_after=20   # steps logged before the crash
-export PARTRAIN_HEARTBEAT_TIMEOUT=3   # heartbeats every 1.5 s
+# Heartbeats every 1 s. Short, for the survivor must find the loss before slurmctld does
+# (it marked the frozen node down 5 s after the crash in one run, with SlurmdTimeout=3):
+# once the job is requeued, the survivor is killed (KillWait=2) and could not report.
+export PARTRAIN_HEARTBEAT_TIMEOUT=2
 cluster=$repo/scripts/slurm-cluster.sh
 out=$(mktemp -d /tmp/partrain-requeue.XXXXXX)
 chmod 755 "$out"
