@@ -8,6 +8,14 @@
 #   scripts/slurm-cluster.sh stop   DIR
 #   scripts/slurm-cluster.sh env    DIR     # prints `export SLURM_CONF=...` for eval
 #   scripts/slurm-cluster.sh logs   DIR     # the tail of every daemon's log
+#   scripts/slurm-cluster.sh freeze DIR NODE  # the node hangs: SIGSTOP to all its processes
+#   scripts/slurm-cluster.sh kill-node DIR NODE  # the node is gone: SIGKILL to all of them
+#
+# A node's processes are its slurmd, its step daemons (the slurmstepd processes holding its
+# log file open: their environment and command line do not name the node) and everything
+# those started: the job's tasks and their children. `freeze` is a crash as the network
+# sees it (no FIN, no reply: peers find out by timeouts, as after a power loss); `kill-node`
+# then removes the processes; `start` brings the node back (ReturnToService=1).
 #
 # All state (configs, spool, logs, pid files, fake devices) lives under DIR. `start` is
 # idempotent: on a running cluster it only restarts daemons that are gone (a node a test
@@ -24,16 +32,23 @@
 set -euo pipefail
 
 usage() {
-  sed -n '6,11p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '6,13p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 
 die() { echo "slurm-cluster: $*" >&2; exit 1; }
+repo=$(cd "$(dirname "$0")/.." && pwd)
 
 [ $# -ge 2 ] || usage
 action=$1
 dir=$2
 shift 2
+target=""
+if [ "$action" = freeze ] || [ "$action" = kill-node ]; then
+  [ $# -ge 1 ] || usage
+  target=$1
+  shift
+fi
 nodes=3
 spank=""
 spank_args=""
@@ -104,6 +119,8 @@ write_config() {
     echo "SlurmdTimeout=3"
     echo "MessageTimeout=3"
     echo "SchedulerParameters=sched_interval=2,bf_interval=2"
+    # What the project ships for admins (RequeueExit=75), so the tests run against it.
+    echo "Include $repo/etc/slurm.conf.d/partrain.conf"
     echo "MinJobAge=600"
     echo "KillWait=2"
     echo "InactiveLimit=0"
@@ -242,6 +259,8 @@ stop() {
   local files=()
   for name in $(configured_nodes); do files+=("$dir/run/slurmd-$name.pid"); done
   stop_pids "${files[@]}" "$dir/run/slurmctld.pid"
+  # What no slurmd will clean up any more: a node a test froze and did not kill, say.
+  for name in $(configured_nodes); do signal_node KILL "$name" >/dev/null; done
   stop_pids "$dir/run/munged.pid"
   echo "slurm-cluster: stopped $dir"
 }
@@ -265,8 +284,47 @@ status() {
   return $rc
 }
 
+# node_pids NODE: the node's processes (see the top), one per line.
+node_pids() {
+  local name=$1 log=$dir/log/slurmd-$1.log roots=() p fd
+  pid_alive "$dir/run/slurmd-$name.pid" && roots+=("$(cat "$dir/run/slurmd-$name.pid")")
+  for p in $(ps -e -o pid=,comm= | awk '$2 == "slurmstepd" {print $1}'); do
+    for fd in /proc/"$p"/fd/*; do
+      if [ "$(readlink "$fd" 2>/dev/null)" = "$log" ]; then roots+=("$p"); break; fi
+    done
+  done
+  [ ${#roots[@]} -gt 0 ] || return 0
+  ps -e -o pid=,ppid= | awk -v roots="${roots[*]}" '
+    BEGIN { n = split(roots, r, " "); for (i = 1; i <= n; i++) keep[r[i]] = 1 }
+    { parent[$1] = $2 }
+    END {
+      do { grew = 0
+        for (p in parent) if (!(p in keep) && (parent[p] in keep)) { keep[p] = 1; grew = 1 }
+      } while (grew)
+      for (p in keep) print p
+    }'
+}
+
+# signal_node SIGNAL NODE: until a pass finds no process it has not signalled yet (a
+# process may fork while the first pass runs).
+signal_node() {
+  local sig=$1 name=$2 done_pids=" " p more=1 n=0
+  grep -q "^NodeName=$name " "$conf" 2>/dev/null || die "no node '$name' in $conf"
+  while [ $more -eq 1 ]; do
+    more=0
+    for p in $(node_pids "$name"); do
+      case $done_pids in *" $p "*) continue ;; esac
+      kill -s "$sig" "$p" 2>/dev/null || true
+      done_pids+="$p "; more=1; n=$((n + 1))
+    done
+  done
+  echo "slurm-cluster: $sig sent to $n processes of node $name:$done_pids"
+}
+
 case $action in
   start) start ;;
+  freeze) signal_node STOP "$target" ;;
+  kill-node) signal_node KILL "$target"; rm -f "$dir/run/slurmd-$target.pid" ;;
   stop) stop ;;
   status) status ;;
   env) echo "export SLURM_CONF=$conf" ;;

@@ -162,6 +162,7 @@ int run(const AgentOptions& o) {
     return cli::kExitUsage;
   }
   log::set_context(job->name, place->node_name, -1);
+  if (!o.standalone) resolve_node_addresses(&*place);
   Result<Layout> layout = Layout::create(place->world, job->parallelism);
   if (!layout) {
     log::error("agent", "{}", layout.status().message());
@@ -245,6 +246,7 @@ int run(const AgentOptions& o) {
              {"PARTRAIN_COORDINATOR", coordinator},
              {"PARTRAIN_JOB_SECRET", secret},
              {"PARTRAIN_NODE_NAME", place->node_name},
+             {"PARTRAIN_NODE_ADDR", place->node_addr},
              {"PARTRAIN_SPEC", job->parallelism.to_string()}};
     // GPU nodes: worker i sees only the i-th device the step was given.
     if (i < visible.size()) w.env.emplace_back("CUDA_VISIBLE_DEVICES", visible[i]);
@@ -352,12 +354,23 @@ int run(const AgentOptions& o) {
 }  // namespace
 
 int run_agent(const AgentOptions& options) {
+  int code = cli::kExitFailure;
   try {
-    return run(options);
+    code = run(options);
   } catch (const std::exception& e) {
     log::error("agent", "internal error: {}", e.what());
-    return cli::kExitFailure;
   }
+  // The code Slurm's RequeueExit= sees, said once with what it means (partraind(8)).
+  if (code == cli::kExitOk) {
+    log::info("agent", "exit 0: done");
+  } else if (code == cli::kExitRetryable) {
+    log::warn("agent", "exit {}: retryable; a --requeue job is requeued (RequeueExit=75)", code);
+  } else if (code == cli::kExitUsage) {
+    log::error("agent", "exit {}: configuration error; fix it and resubmit (never requeued)", code);
+  } else {
+    log::error("agent", "exit {}: failure", code);
+  }
+  return code;
 }
 
 }  // namespace partrain::agent

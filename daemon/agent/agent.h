@@ -41,12 +41,17 @@ struct Placement {
   int coordinator_port = 0;      // 0 standalone: the coordinator picks a free port
   std::string secret_file;       // PARTRAIN_JOB_SECRET_FILE; "" standalone
   std::string node_name;         // for logs
+  std::string node_addr;         // this node's address for the workers' collectives; "" = theirs to pick
 };
 
 // From --standalone --nproc, or from SLURM_* and PARTRAIN_* (`env` name -> value).
 // invalid, naming the variable, when one is missing or malformed.
 Result<Placement> placement_from(const AgentOptions& o,
                                  const std::vector<std::pair<std::string, std::string>>& env);
+
+// Under Slurm: replaces the coordinator's node name by its address and sets node_addr,
+// both from Slurm's NodeAddr (node_address.h); logs what it chose.
+void resolve_node_addresses(Placement* p);
 
 // Runs the agent to the end; returns the process exit code. Never throws.
 int run_agent(const AgentOptions& options);

@@ -10,6 +10,8 @@
 #include <fmt/format.h>
 
 #include "agent/agent.h"
+#include "agent/node_address.h"
+#include "common/log.h"
 
 namespace partrain::agent {
 namespace {
@@ -95,6 +97,23 @@ Result<Placement> placement_from(const AgentOptions& o,
                                        p.num_nodes));
   }
   return p;
+}
+
+void resolve_node_addresses(Placement* p) {
+  // One scontrol call per name (the coordinator's node resolves its own address once).
+  auto resolve = [](const std::string& name, const char* what) {
+    std::string why;
+    const std::string addr = slurm_node_address(name, "scontrol", &why);
+    if (!why.empty()) {
+      log::warn("agent", "{} {}: {}; using the name as a host name", what, name, why);
+    } else if (addr != name) {
+      log::info("agent", "{} {} is at {} (Slurm NodeAddr)", what, name, addr);
+    }
+    return addr;
+  };
+  const std::string coordinator = p->coordinator_host;
+  p->coordinator_host = resolve(coordinator, "coordinator node");
+  p->node_addr = p->node_name == coordinator ? p->coordinator_host : resolve(p->node_name, "this node");
 }
 
 }  // namespace partrain::agent

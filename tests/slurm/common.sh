@@ -40,3 +40,35 @@ next_job_id() { scontrol show config | sed -n 's/^NEXT_JOB_ID *= *//p'; }
 # Milliseconds since the epoch, and seconds since a start taken with it (no bc needed).
 now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
 since() { local d=$(( $(now_ms) - $1 )); printf '%d.%03d' $((d / 1000)) $((d % 1000)); }
+
+# job_field ID KEY: one KEY=VALUE field of `scontrol show job`.
+job_field() { scontrol show job "$1" 2>/dev/null | tr ' ' '\n' | sed -n "s/^$2=//p" | head -n 1; }
+
+# log_ms LINE: the time of a partrain log line (2026-12-01T07:49:11.039Z ...) in ms.
+log_ms() { echo $(( $(date -d "${1%% *}" +%s%N) / 1000000 )); }
+# seconds between two ms times, as S.mmm
+span() { local d=$(( $2 - $1 )); printf '%d.%03d' $((d / 1000)) $((d % 1000)); }
+
+# The training jobs: the shipped etc/examples/train.sbatch (tiny.toml, --partrain=dp2 on
+# two nodes, --requeue) run from the build tree. train_setup PARTRAIN PARTRAIND SITE_CONFIG
+# sets the environment sbatch hands to the job (it exports the submitter's: partraind on
+# PATH, the build's site config) and to the reference run.
+train_setup() {
+  export PATH=$(cd "$(dirname "$2")" && pwd):$PATH PARTRAIN_SITE_CONFIG=$(realpath "$3") OMP_NUM_THREADS=1
+  partrain=$(realpath "$1")
+  examples=$repo/etc/examples
+}
+
+# reference_run RUN_DIR STEPS: the same training on one machine, without Slurm.
+reference_run() {
+  PARTRAIN_RUN_DIR=$1 "$partrain" run "$examples/tiny.toml" --partrain=dp2 --nproc 2 \
+    --steps "$2" >"$1.log" 2>&1 || { cat "$1.log" >&2; fail "the standalone reference run failed"; }
+}
+
+# submit_train RUN_DIR STEPS OUTPUT [SBATCH OPTIONS...]: the job id.
+submit_train() {
+  local run=$1 steps=$2 output=$3
+  shift 3
+  PARTRAIN_RUN_DIR=$run PARTRAIN_STEPS=$steps sbatch --parsable --chdir="$examples" \
+    -o "$output" "$@" "$examples/train.sbatch" || fail "sbatch refused etc/examples/train.sbatch"
+}

@@ -69,7 +69,7 @@ SLURM_CONF=$work/bad-slurm.conf refused "unknown plugstack argument" \
 id=$(sbatch --parsable --hold -o /dev/null "$repo/etc/examples/train.sbatch") ||
   fail "etc/examples/train.sbatch was refused at submit"
 scancel "$id"
-echo "ok: etc/examples/train.sbatch (tp4,pp2 on 2 nodes x 4 GPUs) accepted as job $id"
+echo "ok: etc/examples/train.sbatch (dp2 on 2 nodes, --requeue) accepted as job $id"
 
 # A good spec goes through and creates a job.
 before=$(next_job_id)
