@@ -96,10 +96,11 @@ Status run(const std::string& job_path) {
     const std::vector<int> members = layout->group(Axis::kDp, *rank);
     comm::GroupSpec spec{fmt::format("dp{}", members.front()), members, *rank};
     comm::GlooOptions go;
-    // The agent's address for this node (Slurm's NodeAddr), else loopback or the node name.
-    go.host = !env("PARTRAIN_NODE_ADDR").empty()                  ? env("PARTRAIN_NODE_ADDR")
-              : host == "127.0.0.1" || host == "localhost" ? "127.0.0.1"
-                                                           : env("PARTRAIN_NODE_NAME");
+    // A loopback coordinator means every rank is on this machine: loopback. Else the
+    // agent's address for this node (Slurm's NodeAddr), else the node name.
+    go.host = host == "127.0.0.1" || host == "localhost" ? "127.0.0.1"
+              : !env("PARTRAIN_NODE_ADDR").empty()     ? env("PARTRAIN_NODE_ADDR")
+                                                       : env("PARTRAIN_NODE_NAME");
     Result<std::unique_ptr<comm::Communicator>> c = comm::create_gloo_communicator(spec, *store, go);
     if (!c) return c.status();
     dp_comm = std::move(c).value();

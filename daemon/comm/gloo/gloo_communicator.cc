@@ -1,5 +1,7 @@
 #include "comm/gloo/gloo_communicator.h"
 
+#include <netdb.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -84,6 +86,20 @@ void poison_context(::gloo::Context* ctx) {
   }
 }
 
+// An address Gloo can bind to; unavailable naming it otherwise.
+Status check_resolvable(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  const int rc = ::getaddrinfo(host.c_str(), nullptr, &hints, &found);
+  if (found != nullptr) ::freeaddrinfo(found);
+  if (rc == 0) return Status::ok();
+  return Status::unavailable(fmt::format("this rank's address '{}' cannot be resolved ({}); give the "
+                                         "node a resolvable NodeAddr in slurm.conf or DNS",
+                                         host, ::gai_strerror(rc)));
+}
+
 class GlooCommunicator final : public Communicator {
  public:
   GlooCommunicator(GroupSpec spec, int rank, GlooOptions options)
@@ -117,6 +133,8 @@ class GlooCommunicator final : public Communicator {
         ::gethostname(name, sizeof(name) - 1);
         attr.hostname = name;
       }
+      // Gloo dereferences a failed lookup (a crash, not an exception): check it here.
+      if (Status s = check_resolvable(attr.hostname); !s) return s;
       device_ = ::gloo::transport::tcp::CreateDevice(attr);
       ctx_ = mesh(store, "main");
       rs_ctx_ = mesh(store, "rs");
