@@ -21,32 +21,30 @@ Status bad(const std::string& path, const std::string& what) {
   return Status::invalid("partrain: " + path + ": " + what);
 }
 
-// One accepted key: its table, name, and where a number goes (or the string for names).
+// One accepted key: its table, name, and where a number (or, for names, a string) goes.
 struct Key {
   const char* table;
   const char* name;
   double HardwareProfile::*number = nullptr;
   std::string HardwareProfile::*text = nullptr;
-  bool HardwareProfile::*flag = nullptr;
   bool required = false;
 };
 
 const std::vector<Key>& keys() {
   using H = HardwareProfile;
   static const std::vector<Key> k = {
-      {"device", "name", nullptr, &H::name, nullptr, true},
-      {"device", "kind", nullptr, &H::kind, nullptr, false},
+      {"device", "name", nullptr, &H::name, true},
+      {"device", "kind", nullptr, &H::kind, false},
       {"compute", "peak_bf16_flops", &H::peak_bf16},
-      {"compute", "peak_fp32_flops", &H::peak_fp32, nullptr, nullptr, true},
+      {"compute", "peak_fp32_flops", &H::peak_fp32, nullptr, true},
       {"compute", "matmul_efficiency", &H::matmul_efficiency},
-      {"compute", "shared_node", nullptr, nullptr, &H::shared_node},
-      {"memory", "bytes", &H::memory_bytes, nullptr, nullptr, true},
-      {"memory", "bandwidth", &H::memory_bandwidth, nullptr, nullptr, true},
+      {"memory", "bytes", &H::memory_bytes, nullptr, true},
+      {"memory", "bandwidth", &H::memory_bandwidth, nullptr, true},
       {"memory", "reserved_bytes", &H::reserved_bytes},
       {"memory", "fragmentation", &H::fragmentation},
-      {"links", "intra_node_bandwidth", &H::intra_bandwidth, nullptr, nullptr, true},
+      {"links", "intra_node_bandwidth", &H::intra_bandwidth, nullptr, true},
       {"links", "intra_node_latency", &H::intra_latency},
-      {"links", "inter_node_bandwidth", &H::inter_bandwidth, nullptr, nullptr, true},
+      {"links", "inter_node_bandwidth", &H::inter_bandwidth, nullptr, true},
       {"links", "inter_node_latency", &H::inter_latency},
       {"links", "inter_switch_bandwidth", &H::inter_switch_bandwidth},
   };
@@ -103,10 +101,6 @@ Result<HardwareProfile> parse_hardware(std::string_view text, const std::string&
         const std::optional<std::string> s = value.value<std::string>();
         if (!s || s->empty()) return bad(at, full + " must be a non-empty string");
         h.*(match->text) = *s;
-      } else if (match->flag != nullptr) {
-        const std::optional<bool> b = value.value<bool>();
-        if (!b) return bad(at, full + " must be true or false");
-        h.*(match->flag) = *b;
       } else {
         const std::optional<double> d = value.value<double>();
         if (!d || !(*d >= 0)) return bad(at, full + " must be a number >= 0");

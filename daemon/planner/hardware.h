@@ -30,7 +30,6 @@ struct HardwareProfile {
   double peak_bf16 = 0;        // [compute] peak dense bf16 FLOP/s per device. Required for cuda
   double peak_fp32 = 0;        // [compute] peak dense fp32 FLOP/s per device. Required
   double matmul_efficiency = 1;  // [compute] fraction of peak a training GEMM reaches. Default: 1
-  bool shared_node = false;    // [compute] ranks on a node share these rates (CPU cores). Default: false
   double memory_bytes = 0;     // [memory] bytes per device (HBM, or RAM for cpu). Required
   double memory_bandwidth = 0;   // [memory] bytes/s. Required
   double reserved_bytes = 0;   // [memory] taken before training (CUDA context, NCCL). Default: 0

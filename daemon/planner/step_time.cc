@@ -40,11 +40,8 @@ StepTime predict_step(const StepInputs& in, const HardwareProfile& hw) {
   const PlanLayout& l = in.layout;
   const ModelDims& m = in.model;
   const double W = l.world(), tp = l.tp, pp = l.pp, mcount = l.grad_accum;
-  // CPU ranks on one node share its cores and memory bus.
-  const double ranks_per_node = std::min<double>(in.gpus_per_node, W);
-  const double share = hw.shared_node ? 1 / ranks_per_node : 1;
-  const double rate = hw.peak() * hw.matmul_efficiency * share;
-  const double bandwidth = hw.memory_bandwidth * share;
+  const double rate = hw.peak() * hw.matmul_efficiency;
+  const double bandwidth = hw.memory_bandwidth;
   const Flops f = flops_per_token(m, in.params);
   StepTime t;
 
@@ -102,7 +99,7 @@ StepTime predict_step(const StepInputs& in, const HardwareProfile& hw) {
   t.tokens_per_s_per_gpu = t.tokens_per_s / W;
   t.model_flops_per_gpu = f.model_per_token * t.tokens_per_s_per_gpu;
   t.hardware_flops_per_gpu = f.hardware_per_token * t.tokens_per_s_per_gpu;
-  t.mfu = t.model_flops_per_gpu / (hw.peak() * share);
+  t.mfu = t.model_flops_per_gpu / hw.peak();
   return t;
 }
 
