@@ -113,6 +113,25 @@ TEST(PlannerMemory, TinyGpt2ParametersByHand) {
   EXPECT_DOUBLE_EQ(count_params(tiny_gpt2()).total, 437760.0);
 }
 
+// Narayanan et al. 2021 ("Efficient Large-Scale Language Model Training on GPU Clusters
+// Using Megatron-LM"), Table 1: GPT models with V 51200, T 2048, and the published sizes.
+TEST(PlannerMemory, MegatronModelSizesFromTheirShapes) {
+  struct Row { int heads, hidden, layers; double billions; };
+  const Row rows[] = {{24, 2304, 24, 1.7},     {32, 3072, 30, 3.6},     {32, 4096, 36, 7.5},
+                      {48, 6144, 40, 18.4},    {64, 8192, 48, 39.1},    {80, 10240, 60, 76.1},
+                      {96, 12288, 80, 145.6},  {128, 16384, 96, 310.1}, {128, 20480, 105, 529.6},
+                      {160, 25600, 128, 1008.0}};
+  for (const Row& r : rows) {
+    engine::ModelOptions o;
+    o.vocab_size = 51200;
+    o.seq_len = 2048;
+    o.heads = r.heads;
+    o.hidden = r.hidden;
+    o.layers = r.layers;
+    EXPECT_NEAR(count_params(model_dims(o)).total / 1e9, r.billions, 0.05) << r.billions << "B";
+  }
+}
+
 TEST(PlannerMemory, ZeroStagesShardOptimizerThenGradientsThenWeights) {
   const ModelDims m = tiny_gpt2();
   const Precision p{2, 4, 2, true};
