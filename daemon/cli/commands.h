@@ -15,6 +15,7 @@ void register_data(CLI::App& app, CommandResult* result);
 void register_run(CLI::App& app, CommandResult* result);
 void register_plugins(CLI::App& app, CommandResult* result);
 void register_plan(CLI::App& app, CommandResult* result);
+void register_report(CLI::App& app, CommandResult* result);
 
 inline void register_commands(CLI::App& app, CommandResult* result) {
   register_layout(app, result);
@@ -22,6 +23,7 @@ inline void register_commands(CLI::App& app, CommandResult* result) {
   register_run(app, result);
   register_plugins(app, result);
   register_plan(app, result);
+  register_report(app, result);
 }
 
 }  // namespace partrain::cli
