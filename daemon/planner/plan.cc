@@ -40,7 +40,7 @@ ModelShape shape_of(const ModelDims& m, int experts) {
 }  // namespace
 
 Result<Plan> make_plan(const config::JobConfig& job, const Cluster& cluster,
-                       const HardwareProfile& hw) {
+                       const HardwareProfile& hw, const Plan* same_traffic) {
   PARTRAIN_RETURN_IF_ERROR(check_cluster(cluster));
   Plan plan;
   plan.model = model_dims(job.model);
@@ -94,12 +94,17 @@ Result<Plan> make_plan(const config::JobConfig& job, const Cluster& cluster,
   sizes.bytes_per_element = plan.precision.act_bytes;
   sizes.top_k = static_cast<int>(plan.model.top_k);
   sizes.moe_layers = plan.model.moe_layers;
-  Result<Mapping> mapping = map_topology_aware(*layout, view, sizes);
-  if (!mapping) return mapping.status();
-  plan.traffic = step_cost(*layout, view, *mapping, sizes);
-  StepSizes grad_sizes = sizes;
-  grad_sizes.bytes_per_element = plan.precision.grad_bytes;
-  plan.grad_traffic = step_cost(*layout, view, *mapping, grad_sizes);
+  if (same_traffic != nullptr) {
+    plan.traffic = same_traffic->traffic;
+    plan.grad_traffic = same_traffic->grad_traffic;
+  } else {
+    Result<Mapping> mapping = map_topology_aware(*layout, view, sizes);
+    if (!mapping) return mapping.status();
+    plan.traffic = step_cost(*layout, view, *mapping, sizes);
+    StepSizes grad_sizes = sizes;
+    grad_sizes.bytes_per_element = plan.precision.grad_bytes;
+    plan.grad_traffic = step_cost(*layout, view, *mapping, grad_sizes);
+  }
 
   StepInputs in;
   in.model = plan.model;

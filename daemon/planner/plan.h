@@ -41,8 +41,11 @@ struct Plan {
 
 // The job (its [parallelism] already overlaid with the command line's spec) on `cluster`
 // with `hw`. Errors (invalid layout, a batch that does not divide) name the fix.
+// `same_traffic`, when given, is a plan of the same job and cluster with the same degrees,
+// ZeRO stage, schedule and micro-batch (recompute and sequence parallelism move no bytes
+// in the cost model): its bytes per step are reused instead of mapped again.
 Result<Plan> make_plan(const config::JobConfig& job, const Cluster& cluster,
-                       const HardwareProfile& hw);
+                       const HardwareProfile& hw, const Plan* same_traffic = nullptr);
 
 // Every valid layout of the job on the cluster (tp within a node, pp dividing the layers,
 // ZeRO 0-3, sequence parallel on and off, the three recompute modes, 1F1B and

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 #include <utility>
 
 namespace partrain::planner {
@@ -51,9 +52,11 @@ std::vector<Plan> search_plans(const config::JobConfig& job, const Cluster& clus
       for (int ep : experts > 0 ? divisors(dp, experts) : std::vector<int>{1}) {
         if (experts > 0 && experts % ep != 0) continue;
         for (int zero = 0; zero <= (dp > 1 ? 3 : 0); ++zero) {
-          for (int sp = 0; sp <= (tp > 1 ? 1 : 0); ++sp) {
-            for (int v : pp > 1 ? std::vector<int>{1, 2} : std::vector<int>{1}) {
-              for (int micro : divisors(static_cast<int>(per_dp), 64)) {
+          for (int v : pp > 1 ? std::vector<int>{1, 2} : std::vector<int>{1}) {
+            for (int micro : divisors(static_cast<int>(per_dp), 64)) {
+              // Recompute and sp change memory and time, not the bytes moved: map once.
+              std::optional<Plan> mapped;
+              for (int sp = 0; sp <= (tp > 1 ? 1 : 0); ++sp) {
                 for (engine::Recompute r : {engine::Recompute::kNone, engine::Recompute::kSelective,
                                             engine::Recompute::kFull}) {
                   config::JobConfig candidate = job;
@@ -66,8 +69,10 @@ std::vector<Plan> search_plans(const config::JobConfig& job, const Cluster& clus
                   candidate.training.micro_batch = micro;
                   candidate.model.recompute = r;
                   ++tried;
-                  Result<Plan> plan = make_plan(candidate, cluster, hw);
-                  if (plan && plan->fits) fits.push_back(std::move(plan).value());
+                  Result<Plan> plan = make_plan(candidate, cluster, hw, mapped ? &*mapped : nullptr);
+                  if (!plan) continue;
+                  if (!mapped) mapped = *plan;
+                  if (plan->fits) fits.push_back(std::move(plan).value());
                 }
               }
             }
@@ -109,15 +114,21 @@ std::string why_it_wins(const Plan& w, const Plan* next) {
   std::sort(gains.begin(), gains.end(), [](auto& a, auto& b) { return a.second > b.second; });
   const double faster = w.time.tokens_per_s / next->time.tokens_per_s - 1;
   std::string out = head;
-  if (faster <= 1e-9) return out + "; as fast as the next, and needs no more memory";
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "; %.1f%% faster than the next: ", 100 * faster);
+  char buf[96];
+  if (faster <= 1e-9) {
+    const double less = (next->memory.total() - w.memory.total()) / (1 << 30);
+    std::snprintf(buf, sizeof buf, "; as fast as the next and needs %.2f GiB less per device", less);
+    return out + buf;
+  }
+  std::snprintf(buf, sizeof buf, "; %.2f%% faster than the next: ", 100 * faster);
   out += buf;
   int shown = 0;
   for (const auto& [what, saved] : gains) {
     if (saved <= 0 || shown == 2) break;
     out += std::string(shown++ ? ", " : "") + seconds(saved) + " less " + what;
   }
+  const auto& [worst, lost] = gains.back();
+  if (lost < 0) out += " (for " + seconds(-lost) + " more " + worst + ")";
   return out;
 }
 
