@@ -146,8 +146,10 @@ void print_plan(const Plan& p, const config::JobConfig& job, const PlanArgs& a,
                 const planner::HardwareProfile& hw) {
   const planner::PlanLayout& l = p.layout;
   const planner::MemoryBreakdown& m = p.memory;
-  std::printf("partrain plan: %s (%s, %.4g M parameters) as %s on %d node(s) x %d, profile %s\n",
-              job.name.c_str(), p.model.gpt2 ? "gpt2" : "llama", p.params.total / 1e6,
+  const bool billions = p.params.total >= 1e9;
+  std::printf("partrain plan: %s (%s, %.4g%s parameters) as %s on %d node(s) x %d, profile %s\n",
+              job.name.c_str(), p.model.gpt2 ? "gpt2" : "llama",
+              p.params.total / (billions ? 1e9 : 1e6), billions ? "B" : "M",
               p.spec.to_string().c_str(), a.nodes, a.gpus_per_node, hw.name.c_str());
   std::printf("global batch %lld = micro_batch %d x grad_accum %d x dp %d; pipeline bubble %.1f%%"
               " (p=%d, m=%d%s)\n\n",
@@ -274,7 +276,8 @@ void register_plan(CLI::App& app, CommandResult* result) {
                   "profile name (A100-80GB, H100-SXM, H200-SXM, cpu) or a profile file")
       ->required();
   cmd->add_option("--hardware-dir", args->hardware_dir,
-                  "folder of profiles (default: the installed etc/partrain/hardware)");
+                  "folder of profiles (default: $PARTRAIN_HARDWARE_DIR, else the installed "
+                  "etc/partrain/hardware)");
   cmd->add_flag("--json", args->json, "machine-readable output");
   cmd->add_flag("--search", args->search,
                 "rank every valid, fitting layout by predicted throughput");

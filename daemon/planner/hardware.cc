@@ -1,6 +1,7 @@
 // Reading hardware profiles (TOML): every key checked, unknown ones refused by name.
 #include "planner/hardware.h"
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -145,7 +146,10 @@ Result<HardwareProfile> load_hardware(const std::string& name_or_path, const std
   const bool is_file = name_or_path.find('/') != std::string::npos ||
                        (name_or_path.size() > 5 &&
                         name_or_path.compare(name_or_path.size() - 5, 5, ".toml") == 0);
-  const std::string folder = dir.empty() ? default_hardware_dir() : dir;
+  const char* env = std::getenv("PARTRAIN_HARDWARE_DIR");
+  const std::string folder = !dir.empty()                  ? dir
+                             : env != nullptr && *env != 0 ? std::string(env)
+                                                           : default_hardware_dir();
   const std::string path = is_file ? name_or_path : folder + "/" + name_or_path + ".toml";
   std::ifstream in(path);
   if (!in) {
@@ -158,8 +162,10 @@ Result<HardwareProfile> load_hardware(const std::string& name_or_path, const std
     std::string list;
     for (const std::string& n : names) list += (list.empty() ? "" : ", ") + n;
     return Status::invalid("partrain: --hardware " + name_or_path + ": no such profile in " +
-                           folder + (list.empty() ? std::string(" (the folder has none)")
-                                                  : "; choose one of " + list) +
+                           folder +
+                           (list.empty() ? std::string(" (the folder has none; in a source tree "
+                                                       "use --hardware-dir etc/hardware)")
+                                         : "; choose one of " + list) +
                            ", or give a profile file");
   }
   std::ostringstream text;

@@ -50,8 +50,8 @@ struct HardwareProfile {
 Result<HardwareProfile> parse_hardware(std::string_view text, const std::string& path);
 
 // `name_or_path`: a file (contains '/' or ends in .toml) or a profile name looked up as
-// DIR/NAME.toml in `dir` (default: the installed <sysconfdir>/partrain/hardware). An
-// unknown name lists the profiles that exist.
+// DIR/NAME.toml in `dir`, else $PARTRAIN_HARDWARE_DIR, else the installed
+// <sysconfdir>/partrain/hardware. An unknown name lists the profiles that exist.
 Result<HardwareProfile> load_hardware(const std::string& name_or_path, const std::string& dir = "");
 
 // The compiled-in profile folder.
