@@ -11,7 +11,7 @@
 #include <sstream>
 #include <string>
 
-#include "engine/io/json.h"
+#include "test_util.h"
 
 #if !defined(PARTRAIN_CLI) || !defined(PARTRAIN_SOURCE_DIR)
 #error "PARTRAIN_CLI and PARTRAIN_SOURCE_DIR must be defined"
@@ -20,43 +20,28 @@
 namespace {
 
 using partrain::engine::io::JsonValue;
+using namespace partrain::planner::testing;
 
 struct Outcome {
   int rc = -1;
   std::string out, err;
 };
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 const std::string kSource = PARTRAIN_SOURCE_DIR;
 const std::string kTiny = kSource + "/etc/examples/tiny.toml";
 
 Outcome plan(const std::string& args) {
+  // CTest runs this binary's tests as parallel processes: name the files per process.
   const std::string tag = ::testing::TempDir() + "partrain_plan_cli." + std::to_string(::getpid());
-  const std::string cmd = std::string("'") + PARTRAIN_CLI + "' plan " + args + " --hardware-dir '" +
-                          kSource + "/etc/hardware' >'" + tag + ".out' 2>'" + tag + ".err'";
-  const int status = std::system(cmd.c_str());
   Outcome r;
-  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.rc = sh(std::string("'") + PARTRAIN_CLI + "' plan " + args + " --hardware-dir '" + kSource +
+                "/etc/hardware'",
+            tag + ".out", tag + ".err");
   r.out = slurp(tag + ".out");
   r.err = slurp(tag + ".err");
   std::remove((tag + ".out").c_str());
   std::remove((tag + ".err").c_str());
   return r;
-}
-
-const JsonValue& at(const JsonValue& v, const std::string& key) {
-  for (const auto& [k, m] : v.members) {
-    if (k == key) return m;
-  }
-  static const JsonValue kNone;
-  ADD_FAILURE() << "no key " << key;
-  return kNone;
 }
 
 void expect_one_line_usage_error(const Outcome& r, const std::string& mention) {

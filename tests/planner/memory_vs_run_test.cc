@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/io/json.h"
+#include "test_util.h"
 
 #if !defined(PARTRAIN_CLI) || !defined(PARTRAIN_SOURCE_DIR) || !defined(PARTRAIN_SITE_CONFIG_FILE)
 #error "PARTRAIN_CLI, PARTRAIN_SOURCE_DIR and PARTRAIN_SITE_CONFIG_FILE must be defined"
@@ -31,6 +31,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using partrain::engine::io::JsonValue;
+using namespace partrain::planner::testing;
 
 struct Case {
   const char* name;
@@ -39,40 +40,6 @@ struct Case {
   int micro_batch;        // [training] micro_batch
   int nproc;              // 1: `partrain run`; 2: --partrain=dp2 --nproc 2
 };
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-const JsonValue* member(const JsonValue& v, const std::string& key) {
-  for (const auto& [k, m] : v.members) {
-    if (k == key) return &m;
-  }
-  return nullptr;
-}
-
-double number(const JsonValue& v, const std::string& path) {
-  const JsonValue* at = &v;
-  std::istringstream parts(path);
-  for (std::string key; std::getline(parts, key, '.');) {
-    at = member(*at, key);
-    if (at == nullptr) {
-      ADD_FAILURE() << "no " << path << " in the plan";
-      return 0;
-    }
-  }
-  return std::stod(at->text);
-}
-
-// Runs `cmd` with stdout and stderr into `out`; returns the exit code.
-int sh(const std::string& cmd, const fs::path& out) {
-  const std::string full = cmd + " >'" + out.string() + "' 2>&1";
-  const int status = std::system(full.c_str());
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
 
 class MemoryVsRun : public ::testing::TestWithParam<Case> {
  protected:

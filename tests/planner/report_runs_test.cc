@@ -13,7 +13,7 @@
 #include <sstream>
 #include <string>
 
-#include "engine/io/json.h"
+#include "test_util.h"
 
 #if !defined(PARTRAIN_CLI) || !defined(PARTRAIN_SOURCE_DIR) || !defined(PARTRAIN_SITE_CONFIG_FILE)
 #error "PARTRAIN_CLI, PARTRAIN_SOURCE_DIR and PARTRAIN_SITE_CONFIG_FILE must be defined"
@@ -23,28 +23,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using partrain::engine::io::JsonValue;
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-int sh(const std::string& cmd, const fs::path& out, const fs::path& err) {
-  const std::string full = cmd + " >'" + out.string() + "' 2>'" + err.string() + "'";
-  const int status = std::system(full.c_str());
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
-const JsonValue& at(const JsonValue& v, const std::string& key) {
-  for (const auto& [k, m] : v.members) {
-    if (k == key) return m;
-  }
-  static const JsonValue kNone;
-  ADD_FAILURE() << "no key " << key;
-  return kNone;
-}
+using namespace partrain::planner::testing;
 
 TEST(PlannerReport, OneRankAndDp2AreStrongScalingWithTheSameLoss) {
   char tmpl[] = "/tmp/partrain_report_XXXXXX";
