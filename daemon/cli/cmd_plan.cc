@@ -132,7 +132,7 @@ std::string json_plan(const Plan& p, const planner::HardwareProfile& hw) {
       {"dp", &p.grad_traffic.dp}, {"pp", &p.traffic.pp}};
   for (const auto& [name, bytes] : axes) out += std::string(",") + quoted(name) + ":" + json_links(*bytes);
   out += "},\"time\":{\"compute\":" + num(t.compute) + ",\"tp\":" + num(t.tp) +
-         ",\"ep\":" + num(t.ep) + ",\"pp\":" + num(t.pp) + ",\"bubble\":" + num(t.bubble) +
+         ",\"cp\":" + num(t.cp) + ",\"ep\":" + num(t.ep) + ",\"pp\":" + num(t.pp) + ",\"bubble\":" + num(t.bubble) +
          ",\"dp\":" + num(t.dp) + ",\"dp_exposed\":" + num(t.dp_exposed) +
          ",\"optimizer\":" + num(t.optimizer) + ",\"step\":" + num(t.total) +
          ",\"tokens_per_s\":" + num(t.tokens_per_s) +
@@ -183,17 +183,17 @@ void print_plan(const Plan& p, const config::JobConfig& job, const PlanArgs& a,
   }
   std::printf("\nbytes per step (whole cluster)   intra-node     inter-node   inter-switch\n");
   const std::pair<const char*, const LinkBytes*> axes[] = {
-      {"tp", &p.traffic.tp}, {"ep", &p.traffic.ep}, {"dp", &p.grad_traffic.dp},
-      {"pp", &p.traffic.pp}};
+      {"tp", &p.traffic.tp}, {"cp", &p.traffic.cp}, {"ep", &p.traffic.ep},
+      {"dp", &p.grad_traffic.dp}, {"pp", &p.traffic.pp}};
   for (const auto& [name, b] : axes) {
     std::printf("  %-29s %12s %14s %14s\n", name, bytes_text((*b)[LinkClass::kIntraNode]).c_str(),
                 bytes_text((*b)[LinkClass::kInterNode]).c_str(),
                 bytes_text((*b)[LinkClass::kInterSwitch]).c_str());
   }
   const planner::StepTime& t = p.time;
-  std::printf("\npredicted step %.4g s: compute %.4g, tp %.3g, ep %.3g, pp %.3g, bubble %.3g, "
-              "dp %.3g (exposed %.3g), optimizer %.3g\n",
-              t.total, t.compute, t.tp, t.ep, t.pp, t.bubble, t.dp, t.dp_exposed, t.optimizer);
+  std::printf("\npredicted step %.4g s: compute %.4g, tp %.3g, cp %.3g, ep %.3g, pp %.3g, "
+              "bubble %.3g, dp %.3g (exposed %.3g), optimizer %.3g\n",
+              t.total, t.compute, t.tp, t.cp, t.ep, t.pp, t.bubble, t.dp, t.dp_exposed, t.optimizer);
   std::printf("%.4g tokens/s, %.4g tokens/s/GPU, MFU %.1f%% (%.4g TFLOP/s/GPU model, %.4g with "
               "recompute)\n",
               t.tokens_per_s, t.tokens_per_s_per_gpu, 100 * t.mfu, t.model_flops_per_gpu / 1e12,

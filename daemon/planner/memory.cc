@@ -142,9 +142,10 @@ MemoryBreakdown stage_memory(const ModelDims& m, const PlanLayout& l, const Prec
   // Activations of one micro-batch (N tokens) as the engine allocates them; tensors of
   // the whole sequence split over tp only under sequence parallelism (seq), tensors inside
   // attention and the MLP always (split).
-  const double N = static_cast<double>(l.micro_batch) * m.T, C = m.C;
+  // Context parallelism splits every sequence over cp ranks.
+  const double N = static_cast<double>(l.micro_batch) * m.T / l.cp, C = m.C;
   const double seq = l.sp ? 1 / tp : 1, split = 1 / tp;
-  const double core = (N * C * ab + l.micro_batch * m.H * m.T * kF32) * split;  // att, lse
+  const double core = (N * C * ab + N * m.H * kF32) * split;  // att, lse (b H T fp32)
   const double rest = (3 * N * C * ab + 4 * N * kF32) * seq +                   // ln1 res2 ln2
                       N * (m.qkv() + m.fc() + m.F) * ab * split;                 // qkv fc act
   const double cap = m.E > 0 ? expert_capacity(m, N) : 0, S = m.E * cap;

@@ -52,12 +52,12 @@ ParamCounts count_params(const ModelDims& m);
 
 // The layout as the planner needs it; every field is settled (dp and m derived).
 struct PlanLayout {
-  int tp = 1, pp = 1, dp = 1, ep = 1, zero = 0, virtual_stages = 1;
+  int tp = 1, pp = 1, dp = 1, ep = 1, cp = 1, zero = 0, virtual_stages = 1;
   bool sp = false;
   std::string sched = "1f1b";
   int micro_batch = 1;  // sequences per micro-batch per rank
   int grad_accum = 1;   // micro-batches per step, the pipeline's m
-  int world() const { return tp * pp * dp; }
+  int world() const { return tp * cp * pp * dp; }
 };
 
 // What one rank holds, in bytes, by category.

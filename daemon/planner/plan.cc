@@ -67,6 +67,7 @@ Result<Plan> make_plan(const config::JobConfig& job, const Cluster& cluster,
   l.pp = layout->pp();
   l.dp = layout->dp();
   l.ep = layout->ep();
+  l.cp = layout->cp();
   l.zero = spec.zero;
   l.sp = spec.sequence_parallel() && spec.tp > 1;
   l.sched = spec.sched;

@@ -105,6 +105,7 @@ std::string why_it_wins(const Plan& w, const Plan* next) {
       {"compute", next->time.compute - w.time.compute},
       {"pipeline bubble", next->time.bubble - w.time.bubble},
       {"tensor-parallel all-reduces", next->time.tp - w.time.tp},
+      {"context-parallel ring passes", next->time.cp - w.time.cp},
       {"expert all-to-alls", next->time.ep - w.time.ep},
       {"pipeline sends", next->time.pp - w.time.pp},
       {"exposed DP all-reduce", next->time.dp_exposed - w.time.dp_exposed},

@@ -49,7 +49,7 @@ StepTime predict_step(const StepInputs& in, const HardwareProfile& hw) {
   const double tokens_mb = static_cast<double>(l.micro_batch) * m.T;
   const double head = 2 * m.V * m.C;
   const double stage_share = (f.hardware_per_token - 3 * head) / pp + 3 * head;
-  const double flops_mb = tokens_mb * stage_share / tp;
+  const double flops_mb = tokens_mb * stage_share / (tp * l.cp);
   // Elementwise work streams the activations (written forward, read backward, their
   // gradient written and read; recompute writes them again) and reads the weights three
   // times (forward, dX, dW).
@@ -67,7 +67,7 @@ StepTime predict_step(const StepInputs& in, const HardwareProfile& hw) {
                    4.0 * Ls * mcount * ring_steps(tp), hw);
   const double moe_s = m.moe_layers / pp;
   t.ep = link_time(in.traffic.ep, in.traffic.ep.total() / W, 4.0 * moe_s * mcount * (l.ep - 1), hw);
-  t.cp = 0;
+  t.cp = link_time(in.traffic.cp, in.traffic.cp.total() / W, 3.0 * Ls * mcount * (l.cp - 1), hw);
   // PP: a middle stage sends per edge what the whole group's (p-1) edges carry / (p-1).
   const double pp_edges = W / pp * (pp - 1);
   t.pp = l.pp > 1 ? link_time(in.traffic.pp, in.traffic.pp.total() / pp_edges,
@@ -84,7 +84,7 @@ StepTime predict_step(const StepInputs& in, const HardwareProfile& hw) {
   t.dp_exposed = l.dp > 1 ? std::max(t.dp - backward_last, t.dp / std::max(1, Ls + 1)) : 0;
 
   // The pipelined part; the bubble adds (p-1)/(v m) of it.
-  const double busy = t.compute + t.tp + t.ep + t.pp;
+  const double busy = t.compute + t.tp + t.cp + t.ep + t.pp;
   const double bubble = bubble_fraction(l.pp, l.grad_accum, l.virtual_stages);
   t.bubble = bubble < 1 ? busy * bubble / (1 - bubble) : 0;
   // AdamW reads weight, gradient, moments (and master) and writes all but the gradient.

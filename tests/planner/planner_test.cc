@@ -204,6 +204,20 @@ TEST(PlannerMemory, SequenceParallelSplitsTheSequenceTensors) {
   (void)V;
 }
 
+TEST(PlannerMemory, ContextParallelSplitsTheSequence) {
+  // cp2 with two sequences per micro-batch keeps what cp1 keeps with one: N = b T / cp.
+  const ModelDims m = tiny_gpt2();
+  const Precision p{4, 4, 4, false};
+  PlanLayout a, b;
+  a.micro_batch = 1;
+  b.micro_batch = 2;
+  b.cp = 2;
+  EXPECT_DOUBLE_EQ(stage_memory(m, a, p, 0, 0, 0).activations,
+                   stage_memory(m, b, p, 0, 0, 0).activations);
+  EXPECT_DOUBLE_EQ(stage_memory(m, a, p, 0, 0, 0).workspace, stage_memory(m, b, p, 0, 0, 0).workspace);
+  EXPECT_EQ(b.world(), 2);
+}
+
 TEST(PlannerTime, FlopsAreSixNPlusAttention) {
   const ModelDims m = llama7b();
   const ParamCounts p = count_params(m);
