@@ -266,6 +266,34 @@ TEST(PlannerHardware, BadProfilesAreRefusedByName) {
   EXPECT_NE(unknown.status().message().find("H100-SXM"), std::string::npos);
 }
 
+TEST(PlannerSearch, SevenBillionOnEightH100sFitsOnlyWithSharding) {
+  // LLaMA-7B in the CUDA engine's precision: 6.738e9 x 18 bytes = 121.3e9 bytes of weights,
+  // gradients and Adam state before any activation, more than an 80 GiB H100; ZeRO-3 over
+  // 8 ranks leaves 15.2e9 bytes of it per device.
+  const std::string text =
+      "[model]\narch = \"llama\"\nvocab_size = 32000\nseq_len = 2048\nlayers = 32\n"
+      "hidden = 4096\nheads = 32\nffn_hidden = 11008\n[data]\ntrain_files = [\"x.bin\"]\n"
+      "[training]\nglobal_batch = 64\nmicro_batch = 1\n";
+  Result<config::JobConfig> j = config::parse_job(text, "/tmp/llama7b.toml");
+  ASSERT_TRUE(j.is_ok()) << j.status().message();
+  const HardwareProfile hw = *load_hardware("H100-SXM", kHardwareDir);
+  config::JobConfig plain = *j, sharded = *j;
+  plain.parallelism = *parse_spec("dp8");
+  sharded.parallelism = *parse_spec("dp8,zero3");
+  Result<Plan> a = make_plan(plain, Cluster{1, 8}, hw);
+  Result<Plan> b = make_plan(sharded, Cluster{1, 8}, hw);
+  ASSERT_TRUE(a.is_ok() && b.is_ok());
+  EXPECT_DOUBLE_EQ(a->memory.weights + a->memory.grads + a->memory.optimizer, 6738415616.0 * 18);
+  EXPECT_FALSE(a->fits);
+  EXPECT_DOUBLE_EQ(b->memory.weights + b->memory.grads + b->memory.optimizer, 6738415616.0 * 18 / 8);
+  EXPECT_TRUE(b->fits);
+  // The search keeps only layouts that fit, so never plain dp8 with ZeRO off.
+  for (const Plan& p : search_plans(*j, Cluster{1, 8}, hw)) {
+    EXPECT_TRUE(p.fits);
+    EXPECT_FALSE(p.layout.dp == 8 && p.layout.zero == 0) << describe(p);
+  }
+}
+
 TEST(PlannerSearch, RanksFittingLayoutsFastestFirst) {
   const HardwareProfile hw = *load_hardware("A100-80GB", kHardwareDir);
   int considered = 0;
