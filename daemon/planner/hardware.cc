@@ -39,6 +39,7 @@ const std::vector<Key>& keys() {
       {"compute", "peak_bf16_flops", &H::peak_bf16},
       {"compute", "peak_fp32_flops", &H::peak_fp32, nullptr, true},
       {"compute", "matmul_efficiency", &H::matmul_efficiency},
+      {"compute", "attention_efficiency", &H::attention_efficiency},
       {"memory", "bytes", &H::memory_bytes, nullptr, true},
       {"memory", "bandwidth", &H::memory_bandwidth, nullptr, true},
       {"memory", "reserved_bytes", &H::reserved_bytes},
@@ -131,6 +132,8 @@ Result<HardwareProfile> parse_hardware(std::string_view text, const std::string&
   if (h.matmul_efficiency <= 0 || h.matmul_efficiency > 1) {
     return bad(path, "compute.matmul_efficiency must be in (0, 1]");
   }
+  if (h.attention_efficiency <= 0) h.attention_efficiency = h.matmul_efficiency;
+  if (h.attention_efficiency > 1) return bad(path, "compute.attention_efficiency must be in (0, 1]");
   if (h.fragmentation >= 1) return bad(path, "memory.fragmentation must be a fraction below 1");
   if (h.inter_switch_bandwidth <= 0) h.inter_switch_bandwidth = h.inter_bandwidth;
   return h;

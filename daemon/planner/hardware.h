@@ -30,6 +30,9 @@ struct HardwareProfile {
   double peak_bf16 = 0;        // [compute] peak dense bf16 FLOP/s per device. Required for cuda
   double peak_fp32 = 0;        // [compute] peak dense fp32 FLOP/s per device. Required
   double matmul_efficiency = 1;  // [compute] fraction of peak a training GEMM reaches. Default: 1
+  // [compute] fraction of peak the attention kernel (Q K^T, softmax, A V and their
+  // backward) reaches; 0 in the file = matmul_efficiency. Default: matmul_efficiency
+  double attention_efficiency = 0;
   double memory_bytes = 0;     // [memory] bytes per device (HBM, or RAM for cpu). Required
   double memory_bandwidth = 0;   // [memory] bytes/s. Required
   double reserved_bytes = 0;   // [memory] taken before training (CUDA context, NCCL). Default: 0

@@ -33,6 +33,7 @@ Flops flops_per_token(const ModelDims& m, const ParamCounts& p) {
   if (m.recompute == Recompute::kFull) again = f.forward_per_token - 2 * m.V * m.C;
   if (m.recompute == Recompute::kSelective) again = attention;
   f.hardware_per_token = f.model_per_token + again;
+  f.attention_per_token = 3 * attention + (m.recompute == Recompute::kNone ? 0 : attention);
   return f;
 }
 
@@ -41,22 +42,25 @@ StepTime predict_step(const StepInputs& in, const HardwareProfile& hw) {
   const ModelDims& m = in.model;
   const double W = l.world(), tp = l.tp, pp = l.pp, mcount = l.grad_accum;
   const double rate = hw.peak() * hw.matmul_efficiency;
+  const double attention_rate = hw.peak() * hw.attention_efficiency;
   const double bandwidth = hw.memory_bandwidth;
   const Flops f = flops_per_token(m, in.params);
   StepTime t;
 
-  // One micro-batch on the slowest stage (the last: it also runs the LM head).
-  const double tokens_mb = static_cast<double>(l.micro_batch) * m.T;
+  // One micro-batch on the slowest stage (the last: it also runs the LM head); GEMMs at
+  // the matmul rate, the attention core at the attention kernel's.
+  const double tokens_mb = static_cast<double>(l.micro_batch) * m.T / (tp * l.cp);
   const double head = 2 * m.V * m.C;
-  const double stage_share = (f.hardware_per_token - 3 * head) / pp + 3 * head;
-  const double flops_mb = tokens_mb * stage_share / (tp * l.cp);
+  const double gemm = f.hardware_per_token - f.attention_per_token;
+  const double gemm_mb = tokens_mb * ((gemm - 3 * head) / pp + 3 * head);
+  const double attention_mb = tokens_mb * f.attention_per_token / pp;
   // Elementwise work streams the activations (written forward, read backward, their
   // gradient written and read; recompute writes them again) and reads the weights three
   // times (forward, dX, dW).
   const double again = f.hardware_per_token / f.model_per_token;
   const double traffic_mb = (4 + 3 * (again - 1)) * in.act_bytes_per_micro_batch +
                             3 * in.memory.params * in.precision.param_bytes;
-  const double t_mb = flops_mb / rate + traffic_mb / bandwidth;
+  const double t_mb = gemm_mb / rate + attention_mb / attention_rate + traffic_mb / bandwidth;
   t.compute = mcount * t_mb;
 
   // Communication per axis; cost_model.h gives whole-cluster bytes per link class, and

@@ -16,6 +16,7 @@ struct Flops {
   double model_per_token = 0;     // 3 x forward: what MFU counts (no recompute)
   double hardware_per_token = 0;  // what the devices execute (with recompute)
   double forward_per_token = 0;   // 2 x active matmul weights + 4 T C per layer
+  double attention_per_token = 0;  // the attention-core part of hardware_per_token
 };
 Flops flops_per_token(const ModelDims& m, const ParamCounts& p);
 
