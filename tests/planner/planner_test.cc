@@ -261,6 +261,19 @@ TEST(PlannerHardware, BadProfilesAreRefusedByName) {
   Result<HardwareProfile> m = parse_hardware(missing, "x.toml");
   ASSERT_FALSE(m.is_ok());
   EXPECT_NE(m.status().message().find("memory.bandwidth"), std::string::npos);
+  // A table given twice is a TOML error, named with its line.
+  Result<HardwareProfile> twice = parse_hardware(ok + "[compute]\n", "x.toml");
+  ASSERT_FALSE(twice.is_ok());
+  EXPECT_NE(twice.status().message().find("x.toml:"), std::string::npos);
+  // attention_efficiency defaults to matmul_efficiency and must be a fraction.
+  std::string eff = ok;
+  eff.insert(eff.find("[memory]"), "matmul_efficiency = 0.5\n");
+  EXPECT_DOUBLE_EQ(parse_hardware(eff, "x.toml")->attention_efficiency, 0.5);
+  std::string too_much = ok;
+  too_much.insert(too_much.find("[memory]"), "attention_efficiency = 2\n");
+  Result<HardwareProfile> over = parse_hardware(too_much, "x.toml");
+  ASSERT_FALSE(over.is_ok());
+  EXPECT_NE(over.status().message().find("attention_efficiency"), std::string::npos);
   Result<HardwareProfile> unknown = load_hardware("B300", kHardwareDir);
   ASSERT_FALSE(unknown.is_ok());
   EXPECT_NE(unknown.status().message().find("H100-SXM"), std::string::npos);
