@@ -8,6 +8,8 @@ include(CMakePackageConfigHelpers)
 
 install(DIRECTORY include/partrain DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(FILES etc/partrain.toml DESTINATION ${CMAKE_INSTALL_FULL_SYSCONFDIR}/partrain)
+# Hardware profiles for `partrain plan --hardware NAME` (planner/hardware.h).
+install(DIRECTORY etc/hardware DESTINATION ${CMAKE_INSTALL_FULL_SYSCONFDIR}/partrain)
 install(DIRECTORY etc/examples DESTINATION ${CMAKE_INSTALL_DATADIR}/partrain)
 foreach(section 1 5 8)
   file(GLOB pages ${CMAKE_CURRENT_SOURCE_DIR}/man/*.${section})

@@ -16,6 +16,8 @@ void register_run(CLI::App& app, CommandResult* result);
 void register_plugins(CLI::App& app, CommandResult* result);
 void register_trace(CLI::App& app, CommandResult* result);
 void register_schedule(CLI::App& app, CommandResult* result);
+void register_plan(CLI::App& app, CommandResult* result);
+void register_report(CLI::App& app, CommandResult* result);
 
 inline void register_commands(CLI::App& app, CommandResult* result) {
   register_layout(app, result);
@@ -24,6 +26,8 @@ inline void register_commands(CLI::App& app, CommandResult* result) {
   register_plugins(app, result);
   register_trace(app, result);
   register_schedule(app, result);
+  register_plan(app, result);
+  register_report(app, result);
 }
 
 }  // namespace partrain::cli

@@ -1,0 +1,289 @@
+// `partrain plan`: before launch, what every device of a layout needs and how fast the
+// layout runs, from the job file and a hardware profile (daemon/planner/, formulas in
+// partrain-plan(1)).
+//
+//   partrain plan JOB.toml --partrain=SPEC --nodes N --gpus-per-node G --hardware PROFILE
+//                 [--json] [--search [--top K]] [--hardware-dir DIR]
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "cli/commands.h"
+#include "cli/exit_codes.h"
+#include "config/job_config.h"
+#include "config/site_config.h"
+#include "engine/io/json.h"
+#include "planner/plan.h"
+
+namespace partrain::cli {
+namespace {
+
+using planner::Plan;
+
+struct PlanArgs {
+  std::string job, spec, hardware, hardware_dir;
+  int nodes = 1, gpus_per_node = 0;
+  bool json = false, search = false;
+  int top = 5;
+};
+
+const char* recompute_name(engine::Recompute r) {
+  return r == engine::Recompute::kNone ? "none"
+         : r == engine::Recompute::kSelective ? "selective" : "full";
+}
+
+std::string bytes_text(double b) {
+  char buf[32];
+  if (b >= 1e3 * (1 << 20)) {
+    std::snprintf(buf, sizeof buf, "%.2f GiB", b / (1 << 30));
+  } else {
+    std::snprintf(buf, sizeof buf, "%.2f MiB", b / (1 << 20));
+  }
+  return buf;
+}
+
+std::string num(double v, const char* fmt = "%.6g") {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, fmt, v);
+  return buf;
+}
+
+std::string quoted(const std::string& s) {
+  std::string out;
+  engine::io::append_json_string(s, &out);
+  return out;
+}
+
+const char* dtype_name(int bytes) { return bytes == 2 ? "bf16" : "fp32"; }
+
+// Activations of the plan's layout under each recompute mode, without and with
+// sequence parallelism (the latter only means something with tp > 1).
+struct ActivationRow {
+  engine::Recompute mode;
+  double no_sp, sp;
+};
+std::vector<ActivationRow> activation_table(const Plan& p, const planner::HardwareProfile& hw) {
+  std::vector<ActivationRow> rows;
+  for (engine::Recompute r : {engine::Recompute::kNone, engine::Recompute::kSelective,
+                              engine::Recompute::kFull}) {
+    planner::ModelDims m = p.model;
+    m.recompute = r;
+    planner::PlanLayout l = p.layout;
+    l.sp = false;
+    const double off = planner::stage_memory(m, l, p.precision, hw.fragmentation, hw.reserved_bytes,
+                                             p.memory.stage).activations;
+    l.sp = true;
+    const double on = planner::stage_memory(m, l, p.precision, hw.fragmentation, hw.reserved_bytes,
+                                            p.memory.stage).activations;
+    rows.push_back({r, off, on});
+  }
+  return rows;
+}
+
+std::string json_links(const LinkBytes& b) {
+  std::string out = "{";
+  for (int c = 0; c < kNumLinkClasses; ++c) {
+    out += quoted(std::string(link_class_name(static_cast<LinkClass>(c)))) + ":" +
+           num(b.bytes[c], "%.0f") + ",";
+  }
+  return out + "\"total\":" + num(b.total(), "%.0f") + "}";
+}
+
+std::string json_plan(const Plan& p, const planner::HardwareProfile& hw) {
+  const planner::MemoryBreakdown& m = p.memory;
+  const planner::StepTime& t = p.time;
+  std::string out = "{\"spec\":" + quoted(p.spec.to_string()) +
+                    ",\"world\":" + std::to_string(p.layout.world()) +
+                    ",\"tp\":" + std::to_string(p.layout.tp) + ",\"pp\":" + std::to_string(p.layout.pp) +
+                    ",\"dp\":" + std::to_string(p.layout.dp) + ",\"ep\":" + std::to_string(p.layout.ep) +
+                    ",\"zero\":" + std::to_string(p.layout.zero) +
+                    ",\"sequence_parallel\":" + (p.layout.sp ? "true" : "false") +
+                    ",\"recompute\":" + quoted(recompute_name(p.model.recompute)) +
+                    ",\"parameters\":" + num(p.params.total, "%.0f") +
+                    ",\"micro_batch\":" + std::to_string(p.layout.micro_batch) +
+                    ",\"grad_accum\":" + std::to_string(p.layout.grad_accum) +
+                    ",\"global_batch\":" + std::to_string(p.global_batch) +
+                    ",\"bubble\":" + num(p.bubble);
+  out += ",\"memory\":{\"stage\":" + std::to_string(m.stage) +
+         ",\"in_flight_micro_batches\":" + num(m.in_flight) +
+         ",\"params_on_rank\":" + num(m.params, "%.0f") +
+         ",\"weights\":" + num(m.weights, "%.0f") + ",\"grads\":" + num(m.grads, "%.0f") +
+         ",\"optimizer\":" + num(m.optimizer, "%.0f") +
+         ",\"activations\":" + num(m.activations, "%.0f") +
+         ",\"workspace\":" + num(m.workspace, "%.0f") +
+         ",\"comm_buffers\":" + num(m.comm_buffers, "%.0f") + ",\"margin\":" + num(m.margin, "%.0f") +
+         ",\"reserved\":" + num(m.reserved, "%.0f") +
+         ",\"engine_total\":" + num(m.engine_total(), "%.0f") +
+         ",\"total\":" + num(m.total(), "%.0f") + ",\"capacity\":" + num(p.capacity, "%.0f") +
+         ",\"fits\":" + (p.fits ? "true" : "false") + ",\"activations_by_recompute\":{";
+  bool first = true;
+  for (const ActivationRow& r : activation_table(p, hw)) {
+    out += std::string(first ? "" : ",") + quoted(recompute_name(r.mode)) + ":{\"no_sp\":" +
+           num(r.no_sp, "%.0f") + ",\"sp\":" + num(r.sp, "%.0f") + "}";
+    first = false;
+  }
+  out += "}},\"traffic\":{\"unit\":\"bytes per step, whole cluster\",\"links\":" +
+         json_links(p.traffic.total);
+  const std::pair<const char*, const LinkBytes*> axes[] = {
+      {"tp", &p.traffic.tp}, {"cp", &p.traffic.cp}, {"ep", &p.traffic.ep},
+      {"dp", &p.grad_traffic.dp}, {"pp", &p.traffic.pp}};
+  for (const auto& [name, bytes] : axes) out += std::string(",") + quoted(name) + ":" + json_links(*bytes);
+  out += "},\"time\":{\"compute\":" + num(t.compute) + ",\"tp\":" + num(t.tp) +
+         ",\"cp\":" + num(t.cp) + ",\"ep\":" + num(t.ep) + ",\"pp\":" + num(t.pp) + ",\"bubble\":" + num(t.bubble) +
+         ",\"dp\":" + num(t.dp) + ",\"dp_exposed\":" + num(t.dp_exposed) +
+         ",\"optimizer\":" + num(t.optimizer) + ",\"step\":" + num(t.total) +
+         ",\"tokens_per_s\":" + num(t.tokens_per_s) +
+         ",\"tokens_per_s_per_gpu\":" + num(t.tokens_per_s_per_gpu) + ",\"mfu\":" + num(t.mfu) +
+         ",\"model_flops_per_gpu\":" + num(t.model_flops_per_gpu) +
+         ",\"hardware_flops_per_gpu\":" + num(t.hardware_flops_per_gpu) + "}}";
+  return out;
+}
+
+void print_plan(const Plan& p, const config::JobConfig& job, const PlanArgs& a,
+                const planner::HardwareProfile& hw) {
+  const planner::PlanLayout& l = p.layout;
+  const planner::MemoryBreakdown& m = p.memory;
+  const bool billions = p.params.total >= 1e9;
+  std::printf("partrain plan: %s (%s, %.4g%s parameters) as %s on %d node(s) x %d, profile %s\n",
+              job.name.c_str(), p.model.gpt2 ? "gpt2" : "llama",
+              p.params.total / (billions ? 1e9 : 1e6), billions ? "B" : "M",
+              p.spec.to_string().c_str(), a.nodes, a.gpus_per_node, hw.name.c_str());
+  std::printf("global batch %lld = micro_batch %d x grad_accum %d x dp %d; pipeline bubble %.1f%%"
+              " (p=%d, m=%d%s)\n\n",
+              static_cast<long long>(p.global_batch), l.micro_batch, l.grad_accum, l.dp,
+              100 * p.bubble, l.pp, l.grad_accum,
+              l.virtual_stages > 1 ? (", v=" + std::to_string(l.virtual_stages)).c_str() : "");
+  std::printf("memory per device (pipeline stage %d, %.3g micro-batch(es) in flight):\n", m.stage,
+              m.in_flight);
+  const std::string w = std::string(dtype_name(p.precision.param_bytes));
+  auto row = [](const char* what, const std::string& note, double b) {
+    std::printf("  %-22s %-36s %14s\n", what, note.c_str(), bytes_text(b).c_str());
+  };
+  row("weights", w + (l.zero >= 3 ? ", sharded over dp (zero3)" : ""), m.weights);
+  row("gradients", std::string(dtype_name(p.precision.grad_bytes)) +
+                       (l.zero >= 2 ? ", sharded over dp (zero2+)" : ""), m.grads);
+  row("optimizer state", std::string(p.precision.master_weights ? "fp32 master + m + v" : "fp32 m + v") +
+                             (l.zero >= 1 ? ", sharded (zero" + std::to_string(l.zero) + ")" : ""),
+      m.optimizer);
+  row("activations", std::string("recompute ") + recompute_name(p.model.recompute) +
+                         (l.sp ? ", sequence parallel" : ""), m.activations);
+  row("workspace", "backward scratch", m.workspace);
+  row("comm buffers", "DP buckets, ZeRO-3 gathers, PP, EP", m.comm_buffers);
+  row("fragmentation margin", num(100 * hw.fragmentation, "%.0f") + "%", m.margin);
+  if (m.reserved > 0) row("reserved", "context, NCCL", m.reserved);
+  std::printf("  %-22s %-36s %14s of %s: %s\n", "total", "", bytes_text(m.total()).c_str(),
+              bytes_text(p.capacity).c_str(), p.fits ? "fits" : "DOES NOT FIT");
+  std::printf("\nactivations by recompute mode   %14s %14s\n", "no SP", "with SP");
+  for (const ActivationRow& r : activation_table(p, hw)) {
+    std::printf("  %-29s %14s %14s\n", recompute_name(r.mode), bytes_text(r.no_sp).c_str(),
+                l.tp > 1 ? bytes_text(r.sp).c_str() : "(tp1)");
+  }
+  std::printf("\nbytes per step (whole cluster)   intra-node     inter-node   inter-switch\n");
+  const std::pair<const char*, const LinkBytes*> axes[] = {
+      {"tp", &p.traffic.tp}, {"cp", &p.traffic.cp}, {"ep", &p.traffic.ep},
+      {"dp", &p.grad_traffic.dp}, {"pp", &p.traffic.pp}};
+  for (const auto& [name, b] : axes) {
+    std::printf("  %-29s %12s %14s %14s\n", name, bytes_text((*b)[LinkClass::kIntraNode]).c_str(),
+                bytes_text((*b)[LinkClass::kInterNode]).c_str(),
+                bytes_text((*b)[LinkClass::kInterSwitch]).c_str());
+  }
+  const planner::StepTime& t = p.time;
+  std::printf("\npredicted step %.4g s: compute %.4g, tp %.3g, cp %.3g, ep %.3g, pp %.3g, "
+              "bubble %.3g, dp %.3g (exposed %.3g), optimizer %.3g\n",
+              t.total, t.compute, t.tp, t.cp, t.ep, t.pp, t.bubble, t.dp, t.dp_exposed, t.optimizer);
+  std::printf("%.4g tokens/s, %.4g tokens/s/GPU, MFU %.1f%% (%.4g TFLOP/s/GPU model, %.4g with "
+              "recompute)\n",
+              t.tokens_per_s, t.tokens_per_s_per_gpu, 100 * t.mfu, t.model_flops_per_gpu / 1e12,
+              t.hardware_flops_per_gpu / 1e12);
+}
+
+int fail(const Status& s) {
+  std::fprintf(stderr, "%s\n", s.message().c_str());
+  return exit_code_for(s);
+}
+
+int run_plan(const PlanArgs& a) {
+  Result<planner::HardwareProfile> hw = planner::load_hardware(a.hardware, a.hardware_dir);
+  if (!hw) return fail(hw.status());
+  Result<config::SiteConfig> site = config::load_site_config("");
+  if (!site) return fail(site.status());
+  config::Overrides cli;
+  if (!a.spec.empty()) cli.spec = a.spec;
+  Result<config::JobConfig> job = config::resolve_job(a.job, *site, cli);
+  if (!job) return fail(job.status());
+  planner::Cluster cluster{a.nodes, a.gpus_per_node > 0 ? a.gpus_per_node : hw->gpus_per_node};
+  PlanArgs shown = a;
+  shown.gpus_per_node = cluster.gpus_per_node;
+  if (!a.search) {
+    Result<Plan> plan = planner::make_plan(*job, cluster, *hw);
+    if (!plan) return fail(plan.status());
+    if (a.json) {
+      std::printf("%s\n", json_plan(*plan, *hw).c_str());
+    } else {
+      print_plan(*plan, *job, shown, *hw);
+    }
+    return kExitOk;
+  }
+  int considered = 0;
+  const std::vector<Plan> plans = planner::search_plans(*job, cluster, *hw, &considered);
+  const size_t shown_count = std::min(plans.size(), static_cast<size_t>(std::max(1, a.top)));
+  if (a.json) {
+    std::string out = "{\"considered\":" + std::to_string(considered) +
+                      ",\"fitting\":" + std::to_string(plans.size()) + ",\"top\":[";
+    for (size_t i = 0; i < shown_count; ++i) {
+      out += std::string(i ? ",\n" : "\n") + "{\"rank\":" + std::to_string(i + 1) +
+             ",\"why\":" + quoted(planner::why_it_wins(plans[i], i + 1 < plans.size() ? &plans[i + 1] : nullptr)) +
+             ",\"plan\":" + json_plan(plans[i], *hw) + "}";
+    }
+    std::printf("%s]}\n", out.c_str());
+    return kExitOk;
+  }
+  std::printf("partrain plan --search: %s on %d node(s) x %d, profile %s: %d layouts considered, "
+              "%zu valid and fitting\n",
+              job->name.c_str(), a.nodes, cluster.gpus_per_node, hw->name.c_str(), considered,
+              plans.size());
+  if (plans.empty()) {
+    std::printf("no layout fits; use more devices, a smaller micro_batch or seq_len, or a "
+                "smaller model\n");
+    return kExitOk;
+  }
+  std::printf("%3s %-66s %11s %11s %6s %10s\n", "#", "layout", "tokens/s", "step", "MFU", "memory");
+  for (size_t i = 0; i < shown_count; ++i) {
+    const Plan& p = plans[i];
+    std::printf("%3zu %-66s %11.4g %9.4g s %5.1f%% %10s\n", i + 1, planner::describe(p).c_str(),
+                p.time.tokens_per_s, p.time.total, 100 * p.time.mfu, bytes_text(p.memory.total()).c_str());
+    std::printf("    why: %s\n",
+                planner::why_it_wins(p, i + 1 < plans.size() ? &plans[i + 1] : nullptr).c_str());
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+void register_plan(CLI::App& app, CommandResult* result) {
+  auto args = std::make_shared<PlanArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "plan", "predict memory per device and step time of a layout before launch (partrain-plan(1))");
+  cmd->add_option("job", args->job, "job file (TOML)")->required()->check(CLI::ExistingFile);
+  cmd->add_option("--partrain", args->spec, "parallel layout, e.g. tp4,pp2,zero1 (over [parallelism])");
+  cmd->add_option("--nodes", args->nodes, "nodes in the allocation (default: 1)");
+  cmd->add_option("--gpus-per-node", args->gpus_per_node,
+                  "devices (CPU: ranks) per node (default: the profile's)");
+  cmd->add_option("--hardware", args->hardware,
+                  "profile name (A100-80GB, H100-SXM, H200-SXM, cpu) or a profile file")
+      ->required();
+  cmd->add_option("--hardware-dir", args->hardware_dir,
+                  "folder of profiles (default: $PARTRAIN_HARDWARE_DIR, else the installed "
+                  "etc/partrain/hardware)");
+  cmd->add_flag("--json", args->json, "machine-readable output");
+  cmd->add_flag("--search", args->search,
+                "rank every valid, fitting layout by predicted throughput");
+  cmd->add_option("--top", args->top, "layouts shown by --search (default: 5)")
+      ->check(CLI::PositiveNumber);
+  cmd->callback([args, result] { result->exit_code = run_plan(*args); });
+}
+
+}  // namespace partrain::cli

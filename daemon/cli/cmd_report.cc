@@ -1,0 +1,171 @@
+// `partrain report`: runs of one job on different rank counts side by side, from their
+// metrics files: a scaling table (strong or weak, see planner/scaling.h) and an SVG with
+// the speedup and the loss curves overlaid.
+//
+//   partrain report RUN_DIR... [--svg FILE] [--json]
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "cli/commands.h"
+#include "cli/exit_codes.h"
+#include "engine/io/json.h"
+#include "planner/scaling.h"
+
+namespace partrain::cli {
+namespace {
+
+using engine::io::JsonValue;
+
+struct ReportArgs {
+  std::vector<std::string> runs;
+  std::string svg = "partrain-report.svg";
+  bool json = false;
+};
+
+const JsonValue* member(const JsonValue& v, const char* key) {
+  for (const auto& [k, m] : v.members) {
+    if (k == key) return &m;
+  }
+  return nullptr;
+}
+
+// A number field of one metrics line; `required` ones missing are an error.
+Result<double> field(const JsonValue& line, const char* key, bool required, double fallback,
+                     const std::string& where) {
+  const JsonValue* v = member(line, key);
+  if (v == nullptr) {
+    if (!required) return fallback;
+    return Status::invalid("partrain: " + where + ": no \"" + std::string(key) +
+                           "\"; is this a partrain metrics.jsonl?");
+  }
+  if (v->kind != JsonValue::Kind::kNumber) {
+    return Status::invalid("partrain: " + where + ": \"" + std::string(key) + "\" is not a number");
+  }
+  return std::stod(v->text);
+}
+
+Result<planner::RunSeries> read_run(const std::string& dir) {
+  const std::string path = dir + "/metrics.jsonl";
+  std::ifstream in(path);
+  if (!in) {
+    return Status::invalid("partrain: " + path + ": cannot read it; give run folders that "
+                           "`partrain run` wrote (they hold metrics.jsonl)");
+  }
+  planner::RunSeries s;
+  s.name = std::filesystem::path(dir).lexically_normal().filename().string();
+  if (s.name.empty()) s.name = std::filesystem::path(dir).lexically_normal().parent_path().filename().string();
+  double first_tokens = 0, last_tokens = 0;
+  int line_no = 0;
+  for (std::string text; std::getline(in, text);) {
+    ++line_no;
+    if (text.empty()) continue;
+    const std::string where = path + ":" + std::to_string(line_no);
+    Result<JsonValue> line = engine::io::parse_json(text);
+    if (!line) return Status::invalid("partrain: " + where + ": " + line.status().message());
+    Result<double> step = field(*line, "step", true, 0, where);
+    Result<double> loss = field(*line, "loss", true, 0, where);
+    Result<double> ms = field(*line, "step_ms", true, 0, where);
+    Result<double> tokens = field(*line, "tokens", true, 0, where);
+    Result<double> dp = field(*line, "dp", false, 1, where);
+    if (!step) return step.status();
+    if (!loss) return loss.status();
+    if (!ms) return ms.status();
+    if (!tokens) return tokens.status();
+    if (!dp) return dp.status();
+    Result<double> world = field(*line, "world", false, *dp, where);
+    if (!world) return world.status();
+    s.steps.push_back(static_cast<int64_t>(*step));
+    s.loss.push_back(*loss);
+    s.step_ms.push_back(*ms);
+    s.ranks = static_cast<int>(*world);
+    if (s.steps.size() == 1) first_tokens = *tokens;
+    last_tokens = *tokens;
+  }
+  // "tokens" counts every token trained so far; a step's worth is the difference.
+  if (s.steps.size() > 1) {
+    s.tokens_per_step = (last_tokens - first_tokens) /
+                        static_cast<double>(s.steps.back() - s.steps.front());
+  } else if (s.steps.size() == 1 && s.steps[0] > 0) {
+    s.tokens_per_step = first_tokens / static_cast<double>(s.steps[0]);
+  }
+  return s;
+}
+
+int fail(const Status& s) {
+  std::fprintf(stderr, "%s\n", s.message().c_str());
+  return exit_code_for(s);
+}
+
+int run_report(const ReportArgs& a) {
+  std::vector<planner::RunSeries> runs;
+  for (const std::string& dir : a.runs) {
+    Result<planner::RunSeries> r = read_run(dir);
+    if (!r) return fail(r.status());
+    runs.push_back(std::move(r).value());
+  }
+  Result<planner::ScalingReport> report = planner::scaling_report(runs);
+  if (!report) return fail(report.status());
+  {
+    std::ofstream svg(a.svg, std::ios::trunc);
+    svg << planner::scaling_svg(*report, runs);
+    if (!svg.flush()) return fail(Status::io_error("partrain: --svg " + a.svg + ": cannot write it"));
+  }
+  if (a.json) {
+    std::string out = "{\"kind\":\"" + std::string(planner::scaling_kind_name(report->kind)) +
+                      "\",\"svg\":";
+    engine::io::append_json_string(a.svg, &out);
+    out += ",\"runs\":[";
+    for (size_t i = 0; i < report->rows.size(); ++i) {
+      const planner::ScalingRow& r = report->rows[i];
+      char buf[256];
+      std::snprintf(buf, sizeof buf,
+                    ",\"ranks\":%d,\"tokens_per_step\":%.0f,\"step_ms\":%.6g,\"tokens_per_s\":%.6g,"
+                    "\"speedup\":%.6g,\"efficiency\":%.6g,\"final_loss\":%.6g}",
+                    r.ranks, r.tokens_per_step, r.step_ms, r.tokens_per_s, r.speedup, r.efficiency,
+                    r.final_loss);
+      out += std::string(i ? "," : "") + "{\"name\":";
+      engine::io::append_json_string(r.name, &out);
+      out += buf;
+    }
+    std::printf("%s]}\n", out.c_str());
+    return kExitOk;
+  }
+  const char* what = report->kind == planner::ScalingKind::kStrong
+                         ? "strong scaling: the same global batch on every run"
+                     : report->kind == planner::ScalingKind::kWeak
+                         ? "weak scaling: the same tokens per rank on every run"
+                         : "mixed: neither the global batch nor the tokens per rank agree; "
+                           "speedup and efficiency compare throughput only";
+  std::printf("partrain report: %zu run(s), %s\n", runs.size(), what);
+  std::printf("%-24s %6s %14s %12s %14s %9s %11s %11s\n", "run", "ranks", "tokens/step", "step ms",
+              "tokens/s", "speedup", "efficiency", "final loss");
+  for (const planner::ScalingRow& r : report->rows) {
+    std::printf("%-24s %6d %14.0f %12.2f %14.0f %8.2fx %10.1f%% %11.4f\n", r.name.c_str(), r.ranks,
+                r.tokens_per_step, r.step_ms, r.tokens_per_s, r.speedup, 100 * r.efficiency,
+                r.final_loss);
+  }
+  std::printf("plot: %s\n", a.svg.c_str());
+  return kExitOk;
+}
+
+}  // namespace
+
+void register_report(CLI::App& app, CommandResult* result) {
+  auto args = std::make_shared<ReportArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "report", "compare runs of one job on different rank counts: speedup, efficiency, loss curves");
+  cmd->add_option("runs", args->runs, "run folders (each with the metrics.jsonl of `partrain run`)")
+      ->required();
+  cmd->add_option("--svg", args->svg, "where the plot goes (default: partrain-report.svg)");
+  cmd->add_flag("--json", args->json, "machine-readable table");
+  cmd->callback([args, result] { result->exit_code = run_report(*args); });
+}
+
+}  // namespace partrain::cli

@@ -1,0 +1,199 @@
+// Parameter counts and per-rank memory (see memory.h; formulas in partrain-plan(1)).
+#include "planner/memory.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace partrain::planner {
+namespace {
+
+using engine::Recompute;
+
+constexpr double kI32 = 4, kF32 = 4;  // bytes of token ids and of fp32 statistics
+constexpr double kDpBucketBytes = 25.0 * (1 << 20);  // the dp plugin's default bucket_mb
+
+// MoE blocks among layers [first, first + count): those with (layer + 1) % every == 0.
+int moe_layers_in(const engine::ModelOptions& o, int first, int count) {
+  if (o.moe_experts <= 0 || o.moe_every <= 0) return 0;
+  int n = 0;
+  for (int l = first; l < first + count; ++l) n += (l + 1) % o.moe_every == 0 ? 1 : 0;
+  return n;
+}
+
+// Capacity slots of one expert: min(N, ceil(cf * N * k / E)), as the router allocates.
+double expert_capacity(const ModelDims& m, double N) {
+  return std::min(N, std::ceil(m.capacity_factor * (N * m.top_k) / m.E));
+}
+
+}  // namespace
+
+ModelDims model_dims(const engine::ModelOptions& o) {
+  ModelDims m;
+  m.gpt2 = o.arch == engine::Arch::kGpt2;
+  m.V = o.vocab_size;
+  m.T = o.seq_len;
+  m.C = o.hidden;
+  m.L = o.layers;
+  m.H = o.heads;
+  m.KV = o.kv_heads > 0 ? o.kv_heads : o.heads;
+  // The engine's defaults: 4C for GPT-2, LLaMA's 8C/3 rounded up to a multiple of 64.
+  m.F = o.ffn_hidden > 0 ? o.ffn_hidden
+                         : (m.gpt2 ? 4.0 * o.hidden : (8 * o.hidden / 3 + 63) / 64 * 64);
+  m.E = o.moe_experts;
+  m.top_k = o.moe_top_k;
+  m.capacity_factor = o.moe_capacity_factor;
+  m.moe_layers = moe_layers_in(o, 0, o.layers);
+  m.moe_every = o.moe_every;
+  m.tied = o.tie_embeddings;
+  m.recompute = o.recompute;
+  return m;
+}
+
+ParamCounts count_params(const ModelDims& m) {
+  ParamCounts p;
+  const double C = m.C, F = m.F, q = m.H * m.head_dim(), kv = m.KV * m.head_dim();
+  p.embed = m.V * C;
+  p.head = m.tied ? 0 : m.V * C;
+  double attn_split = 0, attn_repl = 0, mlp_split = 0, mlp_repl = 0;
+  if (m.gpt2) {
+    p.positions = m.T * C;
+    p.final_norm = 2 * C;
+    attn_split = 3 * C * C + 3 * C + C * C;  // c_attn weight and (column) bias, c_proj weight
+    attn_repl = 4 * C + C;                    // two LayerNorms, c_proj (row) bias
+    mlp_split = F * C + F + C * F;            // c_fc weight and bias, c_proj weight
+    mlp_repl = C;                             // c_proj bias
+  } else {
+    p.final_norm = C;
+    attn_split = q * C + 2 * kv * C + C * q;  // q, k, v, o projections
+    attn_repl = 2 * C;                        // two RMSNorms
+    mlp_split = 3 * F * C;                    // gate, up, down
+  }
+  p.layer_split = attn_split + mlp_split;
+  p.layer_repl = attn_repl + mlp_repl;
+  p.moe_layer_split = attn_split;
+  p.moe_layer_repl = attn_repl + m.E * C;  // + the router
+  p.expert_split = mlp_split;
+  p.expert_repl = mlp_repl;
+  const double dense_layers = m.L - m.moe_layers;
+  p.total = p.embed + p.positions + p.head + p.final_norm +
+            dense_layers * (p.layer_split + p.layer_repl) +
+            m.moe_layers * (p.moe_layer_split + p.moe_layer_repl +
+                            m.E * (p.expert_split + p.expert_repl));
+  // Matmul weights per token: attention and MLP (top_k experts and the router on MoE
+  // blocks) and the LM head (tied or not, it is one V x C GEMM).
+  const double attn_mm = m.gpt2 ? 4 * C * C : 2 * q * C + 2 * kv * C;
+  const double mlp_mm = m.gpt2 ? 2 * F * C : 3 * F * C;
+  p.active_matmul = m.L * attn_mm + dense_layers * mlp_mm +
+                    m.moe_layers * (m.E * C + m.top_k * mlp_mm) + m.V * C;
+  return p;
+}
+
+double in_flight_micro_batches(const PlanLayout& l, int stage) {
+  if (l.pp <= 1) return 1;
+  const double m = l.grad_accum, p = l.pp;
+  if (l.sched == "gpipe") return m;
+  const double k = std::min(p - stage, m);
+  if (l.sched == "interleaved" && l.virtual_stages > 1) {
+    return k * (1 + (p - 1) / (p * l.virtual_stages));
+  }
+  return k;
+}
+
+double bubble_fraction(int pp, int micro_batches, int virtual_stages) {
+  if (pp <= 1 || micro_batches < 1) return 0;
+  const double p = pp, m = micro_batches;
+  return (p - 1) / (m + p - 1) / std::max(1, virtual_stages);
+}
+
+MemoryBreakdown stage_memory(const ModelDims& m, const PlanLayout& l, const Precision& prec,
+                             double fragmentation, double reserved, int stage) {
+  const ParamCounts pc = count_params(m);
+  const double tp = l.tp, ep = l.ep, dp = l.dp, edp = std::max(1, l.dp / l.ep);
+  const double pb = prec.param_bytes, gb = prec.grad_bytes, ab = prec.act_bytes;
+  const bool first = stage == 0, last = stage == l.pp - 1;
+  const int Ls = static_cast<int>(m.L) / l.pp;
+  // MoE blocks on this stage (every block is MoE when moe_layers == L, none when 0).
+  int moe_s = 0;
+  if (m.moe_layers > 0) {
+    for (int i = stage * Ls; i < (stage + 1) * Ls; ++i) moe_s += (i + 1) % m.moe_every == 0 ? 1 : 0;
+  }
+  const double dense_s = Ls - moe_s, experts = m.E / ep;
+
+  MemoryBreakdown mb;
+  mb.stage = stage;
+  // Parameters: the tp-split part over tp, experts over ep; embeddings on the first
+  // stage, final norm and head on the last (a tied head keeps a copy of the embedding there).
+  double dense = dense_s * (pc.layer_split / tp + pc.layer_repl) +
+                 moe_s * (pc.moe_layer_split / tp + pc.moe_layer_repl);
+  const double expert = moe_s * experts * (pc.expert_split / tp + pc.expert_repl);
+  if (first) dense += pc.embed / tp + pc.positions;
+  if (last) dense += pc.final_norm + (m.tied ? (l.pp > 1 ? pc.embed / tp : 0) : pc.head / tp);
+  mb.params = dense + expert;
+  // ZeRO: stage 1 shards the optimizer state, 2 also gradients, 3 also weights; dense
+  // parameters over dp, expert parameters over the expert-data-parallel group.
+  auto shard = [&](double bytes_per_param, int from_stage) {
+    return l.zero >= from_stage ? dense * bytes_per_param / dp + expert * bytes_per_param / edp
+                                : (dense + expert) * bytes_per_param;
+  };
+  mb.weights = shard(pb, 3);
+  mb.grads = shard(gb, 2);
+  mb.optimizer = shard(prec.optimizer_bytes(), 1);
+
+  // Activations of one micro-batch (N tokens) as the engine allocates them; tensors of
+  // the whole sequence split over tp only under sequence parallelism (seq), tensors inside
+  // attention and the MLP always (split).
+  // Context parallelism splits every sequence over cp ranks.
+  const double N = static_cast<double>(l.micro_batch) * m.T / l.cp, C = m.C;
+  const double seq = l.sp ? 1 / tp : 1, split = 1 / tp;
+  const double core = (N * C * ab + N * m.H * kF32) * split;  // att, lse (b H T fp32)
+  const double rest = (3 * N * C * ab + 4 * N * kF32) * seq +                   // ln1 res2 ln2
+                      N * (m.qkv() + m.fc() + m.F) * ab * split;                 // qkv fc act
+  const double cap = m.E > 0 ? expert_capacity(m, N) : 0, S = m.E * cap;
+  const double moe_acts = N * m.E * ab * seq + S * (kI32 + kF32) + S * 2 * C * ab +
+                          S * (m.fc() + m.F) * ab * split;
+  const bool none = m.recompute == Recompute::kNone, full = m.recompute == Recompute::kFull;
+  double kept = (Ls + 1) * N * C * ab * seq;  // block inputs res_[0..Ls]
+  if (none) kept += Ls * core;
+  if (!full) kept += Ls * rest;
+  kept += moe_s * moe_acts;
+  double once = 2 * N * kI32;  // tokens, targets
+  if (!none) once += core;     // the attention core, shared by all blocks
+  if (full) once += rest;      // one block's worth, rebuilt in backward
+  if (last) once += (N * C * ab + 2 * N * kF32) * seq + N * m.V * ab * split + 2 * N * kF32;
+  mb.in_flight = in_flight_micro_batches(l, stage);
+  mb.activations = kept * mb.in_flight + once;
+  // Backward scratch, shared by all blocks (MoE keeps its own per block).
+  double ws = N * C * ab * seq * (full ? 2 : 1);  // branch (+ recompute's res scratch)
+  ws += 3 * N * C * ab * seq + N * C * ab * split;                    // dres dln dbranch, datt
+  ws += N * (m.qkv() + m.fc() + m.F) * ab * split;                    // dqkv dfc dact
+  if (last) ws += N * kF32 + N * m.V * ab * split;                    // dloss, dlogits
+  ws += moe_s * (S * kF32 + N * m.E * ab * seq + cap * 2 * C * ab + cap * (m.fc() + m.F) * ab * split);
+  mb.workspace = ws;
+
+  // Communication buffers (not in the engine's accounting: they live in the strategies).
+  double buffers = 0;
+  if (l.dp > 1 && l.zero < 3) buffers += 2 * std::min(kDpBucketBytes, (dense + expert) * 4);
+  if (l.zero >= 3 && l.dp > 1) {
+    const double block = std::max(pc.layer_split, pc.moe_layer_split + experts * pc.expert_split);
+    buffers += 2 * block / tp * pb;  // the gathered block and the one prefetched
+  }
+  if (l.pp > 1) buffers += 2 * 2 * N * C * ab * seq;  // send and receive, activation and gradient
+  if (l.tp > 1 && l.sp) buffers += N * C * ab;        // the all-gathered sequence
+  if (l.ep > 1 && moe_s > 0) buffers += 2 * S * C * ab;  // dispatch and combine
+  mb.comm_buffers = buffers;
+  mb.margin = fragmentation * (mb.engine_total() + buffers);
+  mb.reserved = reserved;
+  return mb;
+}
+
+MemoryBreakdown peak_memory(const ModelDims& m, const PlanLayout& l, const Precision& p,
+                            double fragmentation, double reserved) {
+  MemoryBreakdown best = stage_memory(m, l, p, fragmentation, reserved, 0);
+  for (int s = 1; s < l.pp; ++s) {
+    MemoryBreakdown b = stage_memory(m, l, p, fragmentation, reserved, s);
+    if (b.total() > best.total()) best = b;
+  }
+  return best;
+}
+
+}  // namespace partrain::planner

@@ -1,0 +1,64 @@
+// `partrain plan`: what a layout of a job needs and how fast it runs, before launch.
+// make_plan validates the layout (layout/validate.h), derives the micro-batch count
+// (config), sizes memory per device (memory.h), counts the bytes each parallel axis moves
+// per step on each link class (layout/cost_model.h, ring volumes) and predicts the step
+// time from a hardware profile (step_time.h). search_plans enumerates the valid layouts.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "config/job_config.h"
+#include "layout/cost_model.h"
+#include "layout/spec.h"
+#include "planner/hardware.h"
+#include "planner/memory.h"
+#include "planner/step_time.h"
+
+namespace partrain::planner {
+
+struct Cluster {
+  int nodes = 1;          // nodes in the allocation. Default: 1
+  int gpus_per_node = 1;  // devices (CPU: ranks) per node. Default: 1
+  int world() const { return nodes * gpus_per_node; }
+};
+
+struct Plan {
+  ParallelSpec spec;             // with dp filled in
+  PlanLayout layout;
+  ModelDims model;
+  ParamCounts params;
+  Precision precision;
+  MemoryBreakdown memory;        // the pipeline stage that needs the most
+  double capacity = 0;           // the device's memory
+  bool fits = false;             // memory.total() <= capacity
+  int64_t global_batch = 0;      // micro_batch x grad_accum x dp
+  double bubble = 0;             // idle fraction of a pipelined step
+  StepCost traffic;              // bytes per step, per axis and link class (whole cluster)
+  StepCost grad_traffic;         // the DP part counted in gradient precision
+  StepTime time;
+};
+
+// The job (its [parallelism] already overlaid with the command line's spec) on `cluster`
+// with `hw`. Errors (invalid layout, a batch that does not divide) name the fix.
+// `same_traffic`, when given, is a plan of the same job and cluster with the same degrees,
+// ZeRO stage, schedule and micro-batch (recompute and sequence parallelism move no bytes
+// in the cost model): its bytes per step are reused instead of mapped again.
+Result<Plan> make_plan(const config::JobConfig& job, const Cluster& cluster,
+                       const HardwareProfile& hw, const Plan* same_traffic = nullptr);
+
+// Every valid layout of the job on the cluster (tp within a node, pp dividing the layers,
+// ZeRO 0-3, sequence parallel on and off, the three recompute modes, 1F1B and
+// interleaved:2, micro-batches that keep the global batch), the ones that fit, fastest
+// first. `considered` (optional) receives how many layouts were tried.
+std::vector<Plan> search_plans(const config::JobConfig& job, const Cluster& cluster,
+                               const HardwareProfile& hw, int* considered = nullptr);
+
+// The layout in one line: the spec plus the job-file settings a search varies
+// ([model] recompute, [training] micro_batch).
+std::string describe(const Plan& plan);
+
+// Why `winner` ranks above `next` (or, without one, what makes it fast): one short line.
+std::string why_it_wins(const Plan& winner, const Plan* next);
+
+}  // namespace partrain::planner

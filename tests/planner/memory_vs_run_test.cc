@@ -1,0 +1,148 @@
+// The planner's memory prediction against what the engine measures: for each layout,
+// `partrain plan --json --hardware cpu` next to `partrain run` (one rank, or dp2 through
+// the local agent), and the run's "peak memory: ... total X MiB" line of every rank must
+// lie within 10% of the predicted engine-accounted total (weights, gradients, optimizer
+// state, activations, workspace: the engine's MemoryStats categories). Every rank runs one
+// thread, as the cpu profile (one core per rank) assumes. The predicted step time is
+// printed next to the measured one, wall clock and CPU time per rank (which other work on
+// a shared machine does not inflate), for the record: timing is not a test.
+#include <gtest/gtest.h>
+
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "test_util.h"
+
+#if !defined(PARTRAIN_CLI) || !defined(PARTRAIN_SOURCE_DIR) || !defined(PARTRAIN_SITE_CONFIG_FILE)
+#error "PARTRAIN_CLI, PARTRAIN_SOURCE_DIR and PARTRAIN_SITE_CONFIG_FILE must be defined"
+#endif
+
+namespace {
+
+namespace fs = std::filesystem;
+using partrain::engine::io::JsonValue;
+using namespace partrain::planner::testing;
+
+struct Case {
+  const char* name;
+  const char* example;    // etc/examples/NAME.toml
+  const char* recompute;  // [model] recompute
+  int micro_batch;        // [training] micro_batch
+  int nproc;              // 1: `partrain run`; 2: --partrain=dp2 --nproc 2
+};
+
+double children_cpu_seconds() {
+  rusage u{};
+  ::getrusage(RUSAGE_CHILDREN, &u);
+  auto sec = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec * 1e-6; };
+  return sec(u.ru_utime) + sec(u.ru_stime);
+}
+
+class MemoryVsRun : public ::testing::TestWithParam<Case> {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/partrain_planner_XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // The example with absolute data paths, the case's recompute mode and micro-batch.
+  fs::path write_job(const Case& c) {
+    const fs::path examples = fs::path(PARTRAIN_SOURCE_DIR) / "etc/examples";
+    std::string text = slurp(examples / (std::string(c.example) + ".toml"));
+    text = std::regex_replace(text, std::regex("\"data/"), "\"" + examples.string() + "/data/");
+    text = std::regex_replace(text, std::regex("\\[model\\]\n"),
+                              "[model]\nrecompute = \"" + std::string(c.recompute) + "\"\n");
+    text = std::regex_replace(text, std::regex("\nmicro_batch = [0-9]+"),
+                              "\nmicro_batch = " + std::to_string(c.micro_batch));
+    const fs::path job = dir_ / (std::string(c.name) + ".toml");
+    std::ofstream(job) << text;
+    return job;
+  }
+  fs::path dir_;
+};
+
+TEST_P(MemoryVsRun, PredictedPeakWithinTenPercentOfMeasured) {
+  const Case& c = GetParam();
+  const fs::path job = write_job(c);
+  const std::string cli = std::string("'") + PARTRAIN_CLI + "'";
+  const std::string spec = c.nproc > 1 ? " --partrain=dp" + std::to_string(c.nproc) : "";
+  const std::string env = std::string("PARTRAIN_SITE_CONFIG='") + PARTRAIN_SITE_CONFIG_FILE +
+                          "' PARTRAIN_RUN_DIR='" + (dir_ / "run").string() + "' ";
+
+  ASSERT_EQ(sh(env + cli + " plan '" + job.string() + "' --hardware cpu --hardware-dir '" +
+                   PARTRAIN_SOURCE_DIR + "/etc/hardware' --gpus-per-node " +
+                   std::to_string(c.nproc) + spec + " --json",
+               dir_ / "plan.json"),
+            0)
+      << slurp(dir_ / "plan.json");
+  partrain::Result<JsonValue> plan = partrain::engine::io::parse_json(slurp(dir_ / "plan.json"));
+  ASSERT_TRUE(plan.is_ok()) << plan.status().message();
+  const double predicted = number(*plan, "memory.engine_total");
+  const double predicted_step = number(*plan, "time.step");
+
+  auto run = [&](int steps) {
+    return env + "OMP_NUM_THREADS=1 " + cli + " run '" + job.string() + "' --steps " +
+           std::to_string(steps) + spec + (c.nproc > 1 ? " --nproc " + std::to_string(c.nproc) : "");
+  };
+  // CPU seconds of every rank (children's rusage includes the agent's workers), for a step
+  // time that other work on the machine does not inflate: a 1-step run is subtracted.
+  const double before = children_cpu_seconds();
+  ASSERT_EQ(sh(run(1), dir_ / "warmup.log"), 0) << slurp(dir_ / "warmup.log");
+  const double one_step = children_cpu_seconds() - before;
+  ASSERT_EQ(sh(run(4), dir_ / "run.log"), 0) << slurp(dir_ / "run.log");
+  const double cpu_ms = (children_cpu_seconds() - before - 2 * one_step) / 3 / c.nproc * 1e3;
+  const std::string log = slurp(dir_ / "run.log");
+  const std::regex peak(R"(peak memory: .*total ([0-9.]+) MiB)");
+  int ranks = 0;
+  for (std::sregex_iterator it(log.begin(), log.end(), peak), end; it != end; ++it) {
+    const double measured = std::stod((*it)[1].str()) * (1 << 20);
+    ++ranks;
+    const double error = (predicted - measured) / measured;
+    std::printf("[%s] rank peak: predicted %.3f MiB, measured %.3f MiB (%+.2f%%)\n", c.name,
+                predicted / (1 << 20), measured / (1 << 20), 100 * error);
+    EXPECT_LE(std::abs(error), 0.10) << c.name;
+  }
+  EXPECT_EQ(ranks, c.nproc) << "one peak-memory line per rank expected in\n" << log;
+
+  // Step time: the median of steps 2..4 (step 1 warms caches up).
+  std::vector<double> ms;
+  std::istringstream metrics(slurp(dir_ / "run/metrics.jsonl"));
+  for (std::string line; std::getline(metrics, line);) {
+    partrain::Result<JsonValue> m = partrain::engine::io::parse_json(line);
+    ASSERT_TRUE(m.is_ok()) << line;
+    if (number(*m, "step") > 1) ms.push_back(number(*m, "step_ms"));
+  }
+  ASSERT_EQ(ms.size(), 3u);
+  std::sort(ms.begin(), ms.end());
+  const double p = predicted_step * 1e3;
+  std::printf("[%s] step time: predicted %.2f ms; measured %.2f ms wall (%+.0f%%), %.2f ms of "
+              "CPU per rank (%+.0f%%)\n",
+              c.name, p, ms[1], 100 * (p - ms[1]) / ms[1], cpu_ms, 100 * (p - cpu_ms) / cpu_ms);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Layouts, MemoryVsRun,
+    ::testing::Values(Case{"gpt2_none", "tiny", "none", 8, 1},
+                      Case{"gpt2_selective", "tiny", "selective", 8, 1},
+                      Case{"gpt2_full_mb4", "tiny", "full", 4, 1},
+                      Case{"llama_none", "llama-tiny", "none", 8, 1},
+                      Case{"moe_selective", "moe-tiny", "selective", 8, 1},
+                      Case{"gpt2_dp2", "tiny", "none", 8, 2},
+                      Case{"llama_full_dp2_mb4", "llama-tiny", "full", 4, 2},
+                      Case{"moe_none_dp2_mb2", "moe-tiny", "none", 2, 2}),
+    [](const ::testing::TestParamInfo<Case>& p) { return std::string(p.param.name); });
+
+}  // namespace
