@@ -10,47 +10,28 @@
 #include "engine/backend.h"
 #include "engine/model/model.h"
 #include "engine/train/trainer.h"
-#include "worker/comm_adapter.h"
+#include "worker/data_plugin.h"
 
 namespace partrain::worker {
 namespace {
 
 namespace engine = partrain::engine;
-// A plugin call's error as a Status.
-Status plugin_status(int rc, const char* err, const std::string& what) {
-  if (rc == PARTRAIN_OK) return Status::ok();
-  const std::string msg = fmt::format("data plugin {}: {}", what, err);
-  if (rc == PARTRAIN_EINVAL) return Status::invalid(msg);
-  if (rc == PARTRAIN_EUNAVAIL) return Status::unavailable(msg);
-  return Status::internal(msg);
-}
-
-// The plugin instance, finalized on every path.
-struct PluginInstance {
-  const partrain_strategy_v1_t* api = nullptr;
-  void* state = nullptr;
-  ~PluginInstance() {
-    if (api != nullptr && state != nullptr) api->finalize(state);
-  }
-};
 
 // The trainer's hooks for a dp rank: gradients through the data plugin, the loss and the
 // stop flag through one small all-reduce on the dp group.
 class DataParallelHooks final : public engine::train::StepHooks {
  public:
-  DataParallelHooks(const DataParallelRun& run, PluginInstance* plugin)
-      : run_(run), plugin_(plugin) {}
+  DataParallelHooks(const DataParallelRun& run, DataPlugin* plugin) : run_(run), plugin_(plugin) {}
 
   Status begin_step(int64_t step) override {
-    if (plugin_->state == nullptr || run_.plugin->step_begin == nullptr) return Status::ok();
-    return plugin_status(run_.plugin->step_begin(plugin_->state, step, err_, sizeof err_), err_,
-                         "step_begin");
+    if (plugin_ == nullptr) return Status::ok();
+    return plugin_->step_begin(step);
   }
 
   // A block's gradients are final: hand its range over now, so the plugin's buckets are
   // all-reduced while the blocks below are still in backward.
   Status block_grads_ready(engine::model::Model& m, int layer) override {
-    if (plugin_->state == nullptr) return Status::ok();
+    if (plugin_ == nullptr) return Status::ok();
     const auto [lo, hi] = m.block_param_range(layer);
     if (handed_.empty()) handed_.assign(m.table().specs().size(), false);
     const auto& specs = m.table().specs();
@@ -65,16 +46,16 @@ class DataParallelHooks final : public engine::train::StepHooks {
   // Backward is done: hand over what no block did (embeddings, final norm, head), back to
   // front, then wait for every bucket.
   Status sync_grads(engine::model::Model& m, engine::train::StepMetrics* sm) override {
-    if (plugin_->state == nullptr) return Status::ok();
+    if (plugin_ == nullptr) return Status::ok();
     float* g = m.grads().ptr<float>();
     if (handed_.empty()) handed_.assign(m.table().specs().size(), false);
     for (size_t i = handed_.size(); i-- > 0;) {
       if (!handed_[i]) PARTRAIN_RETURN_IF_ERROR(hand_over(m, i));
     }
     handed_.assign(handed_.size(), false);  // the next step starts over
-    partrain_sync_stats_v1_t stats{};
-    PARTRAIN_RETURN_IF_ERROR(plugin_status(
-        run_.plugin->grads_done(plugin_->state, g, &stats, err_, sizeof err_), err_, "grads_done"));
+    PARTRAIN_RETURN_IF_ERROR(plugin_->grads_done(g));
+    partrain_sync_stats_v2_t stats{};
+    PARTRAIN_RETURN_IF_ERROR(plugin_->step_end(&stats));
     sm->comm_ms = stats.comm_ms;
     sm->exposed_ms = stats.exposed_ms;
     sm->collectives = static_cast<int>(stats.collectives);
@@ -97,18 +78,15 @@ class DataParallelHooks final : public engine::train::StepHooks {
   Status hand_over(engine::model::Model& m, size_t i) {
     const auto& spec = m.table().specs()[i];
     handed_[i] = true;
-    return plugin_status(
-        run_.plugin->grads_ready(plugin_->state, m.grads().ptr<float>(),
-                                 static_cast<size_t>(spec.offset),
-                                 static_cast<size_t>(spec.numel()), err_, sizeof err_),
-        err_, "grads_ready");
+    return plugin_->grads_ready(m.grads().ptr<float>() + spec.offset,
+                                static_cast<size_t>(spec.offset), static_cast<size_t>(spec.numel()),
+                                nullptr);
   }
 
   std::vector<bool> handed_;  // per parameter tensor: given to the plugin this step
   const DataParallelRun& run_;
-  PluginInstance* plugin_;
+  DataPlugin* plugin_;  // null on one rank
   bool stop_ = false;
-  char err_[1024] = {0};
 };
 
 }  // namespace
@@ -133,18 +111,16 @@ Status train_data_parallel(const DataParallelRun& run) {
   if (!trainer) return trainer.status();
 
   // The data plugin, on this rank's dp communicator.
-  PluginInstance plugin;
-  partrain_comm_v1_t pcomm{};
-  char err[1024] = {0};
-  if (run.plugin != nullptr) {
-    pcomm = make_plugin_comm(run.dp_comm);
-    const size_t num_grads = static_cast<size_t>((*trainer)->model().num_params());
-    partrain_init_args_v1_t args{sizeof(partrain_init_args_v1_t), run.plugin_config.c_str(),
-                                 &pcomm, run.rank, 0, num_grads};
-    plugin.api = run.plugin;
-    PARTRAIN_RETURN_IF_ERROR(plugin_status(run.plugin->init(&args, &plugin.state, err, sizeof err), err, "init"));
+  std::unique_ptr<DataPlugin> plugin;
+  if (run.plugin_v1 != nullptr || run.plugin_v2 != nullptr) {
+    plugin = std::make_unique<DataPlugin>(run.plugin_v1, run.plugin_v2);
+    const size_t num_params = static_cast<size_t>((*trainer)->model().num_params());
+    PARTRAIN_RETURN_IF_ERROR(plugin->init(run.plugin_config, run.dp_comm, run.rank, num_params, 0));
+    if (plugin->plan().stage != 0) {
+      return Status::invalid("the data plugin asks for ZeRO sharding, which this worker lacks");
+    }
   }
-  DataParallelHooks hooks(run, &plugin);
+  DataParallelHooks hooks(run, plugin.get());
   (*trainer)->set_hooks(&hooks);
   return (*trainer)->run();
 }
