@@ -25,8 +25,11 @@
 
 #include <cstdio>
 #include <cstring>
+#include <cstdlib>
 #include <exception>
+#include <map>
 #include <new>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -101,6 +104,43 @@ inline void* start_broadcast(const partrain_comm_v2_t& comm, float* data, size_t
 inline void wait(const partrain_comm_v2_t& comm, void* work) {
   char err[512] = {0};
   detail::check(comm.wait(comm.ctx, work, err, sizeof err), err);
+}
+
+// Reads the numeric keys of a plugin's [plugins.NAME] table (`key = number` lines, `#`
+// comments). An unknown key or a value that is not a number is an Error(PARTRAIN_EINVAL)
+// naming the table, the key and the fix.
+inline std::map<std::string, double> config_numbers(const char* toml, const std::string& plugin,
+                                                    const std::vector<std::string>& keys) {
+  std::map<std::string, double> out;
+  std::istringstream in(toml != nullptr ? toml : "");
+  std::string line;
+  auto trim = [](std::string t) {
+    t.erase(0, t.find_first_not_of(" \t"));
+    t.erase(t.find_last_not_of(" \t\r") + 1);
+    return t;
+  };
+  while (std::getline(in, line)) {
+    line = trim(line.substr(0, line.find('#')));
+    const size_t eq = line.find('=');
+    if (eq == std::string::npos) continue;
+    const std::string key = trim(line.substr(0, eq)), value = trim(line.substr(eq + 1));
+    bool known = false;
+    for (const std::string& k : keys) known = known || k == key;
+    if (!known) {
+      std::string list;
+      for (const std::string& k : keys) list += (list.empty() ? "" : ", ") + k;
+      throw Error(PARTRAIN_EINVAL, "[plugins." + plugin + "]: unknown key '" + key + "'; " +
+                                       (keys.size() == 1 ? "the only key is " : "the keys are ") + list);
+    }
+    char* end = nullptr;
+    const double v = std::strtod(value.c_str(), &end);
+    if (value.empty() || end != value.c_str() + value.size()) {
+      throw Error(PARTRAIN_EINVAL, "[plugins." + plugin + "] " + key + ": '" + value +
+                                       "' is not a number");
+    }
+    out[key] = v;
+  }
+  return out;
 }
 
 namespace detail {

@@ -23,87 +23,11 @@
 
 #include <gtest/gtest.h>
 
+#include "runtime_helpers.h"
+
 namespace {
 
-namespace fs = std::filesystem;
-using Clock = std::chrono::steady_clock;
-
-const std::string kTiny = std::string(PARTRAIN_SOURCE_DIR) + "/etc/examples/tiny.toml";
-
-struct Proc {
-  pid_t pid = -1;
-  std::string out, err;  // files
-};
-
-// Starts argv with `env` added, stdout/stderr into files under `dir`.
-Proc start(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
-           const std::string& dir, const std::string& tag) {
-  Proc p;
-  p.out = dir + "/" + tag + ".out";
-  p.err = dir + "/" + tag + ".err";
-  p.pid = ::fork();
-  if (p.pid == 0) {
-    for (const auto& [k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
-    if (!std::freopen(p.out.c_str(), "w", stdout) || !std::freopen(p.err.c_str(), "w", stderr)) ::_exit(126);
-    std::vector<char*> args;
-    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    ::execv(args[0], args.data());
-    ::_exit(127);
-  }
-  return p;
-}
-
-int wait_exit(pid_t pid) {
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-std::vector<double> losses(const std::string& metrics) {
-  std::vector<double> out;
-  std::ifstream in(metrics);
-  std::string line;
-  static const std::regex kLoss("\"loss\":([-0-9.eE+]+)");
-  while (std::getline(in, line)) {
-    std::smatch m;
-    if (std::regex_search(line, m, kLoss)) out.push_back(std::stod(m[1].str()));
-  }
-  return out;
-}
-
-class Runtime : public ::testing::Test {
- protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/partrain_runtime_XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  std::map<std::string, std::string> env(const std::string& run) const {
-    return {{"PARTRAIN_SITE_CONFIG", PARTRAIN_SITE_CONFIG_FILE}, {"PARTRAIN_RUN_DIR", dir_ + "/" + run},
-            {"OMP_NUM_THREADS", "1"}};
-  }
-  // partraind --standalone; returns its exit code.
-  int agent(const std::string& run, const std::string& spec, int nproc, int steps,
-            const std::string& job = kTiny) {
-    Proc p = start({PARTRAIND, "--standalone", "--nproc", std::to_string(nproc), "--partrain", spec,
-                    "--steps", std::to_string(steps), job},
-                   env(run), dir_, run);
-    const int code = wait_exit(p.pid);
-    if (code != 0) ADD_FAILURE() << slurp(p.err);
-    return code;
-  }
-  std::string dir_;
-};
+using namespace partrain::testing_runtime;
 
 // The single-rank reference comes from `partrain run` (the engine's own trainer).
 TEST_F(Runtime, DataParallelMatchesOneRankOverTwentySteps) {
@@ -214,10 +138,13 @@ TEST_F(Runtime, PluginErrorsAreConfigurationErrors) {
   EXPECT_NE(slurp(table.err).find("data plugin init: [plugins.dp]: unknown key 'bucket_size'; the "
                                   "only key is bucket_mb"), std::string::npos) << slurp(table.err);
 
-  Proc zero = start({PARTRAIND, "--standalone", "--nproc", "2", "--partrain", "dp2,zero1", "--steps",
-                     "2", kTiny}, env("zero"), dir_, "zero");
-  EXPECT_EQ(wait_exit(zero.pid), 2);
-  EXPECT_NE(slurp(zero.err).find("plugin 'zero1' is not installed"), std::string::npos) << slurp(zero.err);
+  std::map<std::string, std::string> e = env("missing");
+  e["PARTRAIN_DATA_PLUGIN"] = "nosuch";
+  Proc missing = start({PARTRAIND, "--standalone", "--nproc", "2", "--partrain", "dp2", "--steps",
+                        "2", kTiny}, e, dir_, "missing");
+  EXPECT_EQ(wait_exit(missing.pid), 2);
+  EXPECT_NE(slurp(missing.err).find("plugin 'nosuch' is not installed"), std::string::npos)
+      << slurp(missing.err);
 }
 
 TEST_F(Runtime, LayoutThatDoesNotFitIsAConfigurationError) {

@@ -68,7 +68,7 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const RunOptions& options) {
   if (!be) return be.status();
   t->backend_ = std::move(be).value();
   Result<std::unique_ptr<model::Model>> m =
-      model::Model::create(options.model, t->backend_.get(), tr.micro_batch, tr.seed);
+      model::Model::create(options.model, t->backend_.get(), tr.micro_batch, tr.seed, options.shard);
   if (!m) return m.status();
   t->model_ = std::move(m).value();
   if (!options.init_path.empty()) {
@@ -138,6 +138,7 @@ Result<StepMetrics> Trainer::step() {
   const auto t_opt = Clock::now();
   m.lr = lr_at(tr, step_);
   const OptimizerStepStats st = opt_->step(m.lr);
+  if (hooks_ != nullptr) PARTRAIN_RETURN_IF_ERROR(hooks_->after_step(*model_, &m));
   backend_->synchronize();
   m.opt_ms = ms_since(t_opt);
   ++step_;

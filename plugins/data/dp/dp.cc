@@ -7,8 +7,6 @@
 //
 // Sees only the SDK headers: builds in tree exactly as out of tree.
 #include <chrono>
-#include <cstdlib>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -21,29 +19,13 @@ double ms_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
-// Reads `bucket_mb = N` from the plugin's TOML table (the one key it has).
-double parse_bucket_mb(const std::string& toml) {
-  std::istringstream in(toml);
-  std::string line;
-  double mb = 25.0;
-  while (std::getline(in, line)) {
-    const size_t eq = line.find('=');
-    if (eq == std::string::npos) continue;
-    std::string key = line.substr(0, eq);
-    key.erase(0, key.find_first_not_of(" \t"));
-    key.erase(key.find_last_not_of(" \t") + 1);
-    if (key.empty() || key[0] == '#') continue;
-    if (key != "bucket_mb") {
-      throw partrain::sdk::Error(PARTRAIN_EINVAL,
-                                 "[plugins.dp]: unknown key '" + key + "'; the only key is bucket_mb");
-    }
-    char* end = nullptr;
-    const std::string value = line.substr(eq + 1);
-    mb = std::strtod(value.c_str(), &end);
-    if (end == value.c_str() || !(mb > 0)) {
-      throw partrain::sdk::Error(PARTRAIN_EINVAL,
-                                 "[plugins.dp] bucket_mb: need a positive number of MiB, e.g. 25");
-    }
+// [plugins.dp]: bucket_mb, a positive number of MiB.
+double parse_bucket_mb(const char* toml) {
+  const auto keys = partrain::sdk::config_numbers(toml, "dp", {"bucket_mb"});
+  const double mb = keys.count("bucket_mb") != 0 ? keys.at("bucket_mb") : 25.0;
+  if (!(mb > 0)) {
+    throw partrain::sdk::Error(PARTRAIN_EINVAL,
+                               "[plugins.dp] bucket_mb: need a positive number of MiB, e.g. 25");
   }
   return mb;
 }
@@ -52,7 +34,7 @@ class DataParallel : public partrain::sdk::Strategy {
  public:
   explicit DataParallel(const partrain_init_args_v2_t& args)
       : comm_(*args.dp), num_grads_(args.num_params) {
-    const double mb = parse_bucket_mb(args.config_toml != nullptr ? args.config_toml : "");
+    const double mb = parse_bucket_mb(args.config_toml);
     bucket_elems_ = static_cast<size_t>(mb * (1 << 20) / sizeof(float));
     if (bucket_elems_ == 0) bucket_elems_ = 1;
   }
