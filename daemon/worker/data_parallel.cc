@@ -213,8 +213,13 @@ Status train_data_parallel(const DataParallelRun& run) {
   Status s = (*trainer)->run();
   if (zero && s.is_ok()) s = zero->status();
   if (s.is_ok() && !job.run_dir.empty()) {
-    PARTRAIN_RETURN_IF_ERROR(write_memory(job.run_dir, run.rank, (*trainer)->backend().memory()));
+    s = write_memory(job.run_dir, run.rank, (*trainer)->backend().memory());
   }
+  // An error may leave collectives in flight on the model's buffers: fail them at once
+  // (peers blocked on us fail too), and let the plugin wait for them before the model
+  // frees its memory.
+  if (!s.is_ok() && run.dp_comm != nullptr) run.dp_comm->abort(s.message());
+  plugin.reset();
   return s;
 }
 
