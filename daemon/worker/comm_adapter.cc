@@ -90,8 +90,10 @@ int wait(void* /*ctx*/, void* work, char* err, size_t err_len) noexcept {
 
 }  // namespace
 
-partrain_comm_v1_t make_plugin_comm(comm::Communicator* comm) {
-  partrain_comm_v1_t c{};
+// The fields both versions share.
+template <typename C>
+C common_fields(comm::Communicator* comm) {
+  C c{};
   c.ctx = comm;
   c.rank = comm->rank();
   c.size = comm->size();
@@ -100,16 +102,15 @@ partrain_comm_v1_t make_plugin_comm(comm::Communicator* comm) {
   return c;
 }
 
+partrain_comm_v1_t make_plugin_comm(comm::Communicator* comm) {
+  return common_fields<partrain_comm_v1_t>(comm);
+}
+
 partrain_comm_v2_t make_plugin_comm_v2(comm::Communicator* comm) {
-  partrain_comm_v2_t c{};
-  c.ctx = comm;
-  c.rank = comm->rank();
-  c.size = comm->size();
-  c.all_reduce = &all_reduce;
+  partrain_comm_v2_t c = common_fields<partrain_comm_v2_t>(comm);
   c.reduce_scatter = &reduce_scatter;
   c.all_gather = &all_gather;
   c.broadcast = &broadcast;
-  c.wait = &wait;
   return c;
 }
 

@@ -40,13 +40,8 @@ TEST_F(Runtime, DataParallelMatchesOneRankOverTwentySteps) {
   ASSERT_EQ(wait_exit(dp2.pid), 0) << slurp(dp2.err);
   // tiny.toml: global batch 16, micro-batch 8; dp4 needs 4 sequences per micro-batch (mb=1).
   // Its copy has 0.25 MiB buckets, so the 1.7 MB gradient goes in several all-reduces.
-  std::string tiny = slurp(kTiny);
-  const std::string data = "\"data/licenses_train.bin\"";
-  ASSERT_NE(tiny.find(data), std::string::npos);
-  tiny.replace(tiny.find(data), data.size(),
-               "\"" + fs::path(kTiny).parent_path().string() + "/data/licenses_train.bin\"");
-  std::ofstream(dir_ + "/tiny-buckets.toml") << tiny << "\n[plugins.dp]\nbucket_mb = 0.25\n";
-  ASSERT_EQ(agent("dp4", "dp4,mb=1", 4, kSteps, dir_ + "/tiny-buckets.toml"), 0);
+  const std::string buckets = job_copy(kTiny, dir_, "tiny-buckets.toml", "[plugins.dp]\nbucket_mb = 0.25\n");
+  ASSERT_EQ(agent("dp4", "dp4,mb=1", 4, kSteps, buckets), 0);
   const std::vector<double> ref = losses(dir_ + "/one/metrics.jsonl");
   ASSERT_EQ(ref.size(), static_cast<size_t>(kSteps));
   for (const char* run : {"dp2", "dp4"}) {
@@ -127,13 +122,9 @@ TEST_F(Runtime, SigtermStopsEveryRankAtAStepBoundary) {
 // A data plugin that is not installed, or that refuses its [plugins.NAME] table, is a
 // configuration error (exit 2) with the plugin's own message, not a retryable failure.
 TEST_F(Runtime, PluginErrorsAreConfigurationErrors) {
-  std::string tiny = slurp(kTiny);
-  const std::string data = "\"data/licenses_train.bin\"";
-  tiny.replace(tiny.find(data), data.size(),
-               "\"" + fs::path(kTiny).parent_path().string() + "/data/licenses_train.bin\"");
-  std::ofstream(dir_ + "/bad-table.toml") << tiny << "\n[plugins.dp]\nbucket_size = 3\n";
+  const std::string bad = job_copy(kTiny, dir_, "bad-table.toml", "[plugins.dp]\nbucket_size = 3\n");
   Proc table = start({PARTRAIND, "--standalone", "--nproc", "2", "--partrain", "dp2", "--steps", "2",
-                      dir_ + "/bad-table.toml"}, env("table"), dir_, "table");
+                      bad}, env("table"), dir_, "table");
   EXPECT_EQ(wait_exit(table.pid), 2);
   EXPECT_NE(slurp(table.err).find("data plugin init: [plugins.dp]: unknown key 'bucket_size'; the "
                                   "only key is bucket_mb"), std::string::npos) << slurp(table.err);
