@@ -2,7 +2,9 @@
 // (GPT-2 and LLaMA, 20 steps, 1e-5 relative), with gradient accumulation, several buckets
 // and prefetch depths; the per-rank peak memory per category shows each sharded category
 // at 1/dp plus the documented in-flight slots; bad [plugins.zeroN] keys are usage errors.
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <regex>
 #include <string>
 #include <vector>
@@ -54,10 +56,14 @@ TEST_P(ZeroMatchesOneRank, OverTwentySteps) {
   const std::vector<double> got = losses(dir_ + "/zero/metrics.jsonl");
   ASSERT_EQ(ref.size(), static_cast<size_t>(kSteps));
   ASSERT_EQ(got.size(), ref.size());
+  double worst = 0;
   for (size_t i = 0; i < ref.size(); ++i) {
     EXPECT_LE(std::fabs(got[i] - ref[i]), 1e-5 * std::fabs(ref[i]))
         << spec << " step " << i + 1 << ": " << got[i] << " vs one rank " << ref[i];
+    worst = std::max(worst, std::fabs(got[i] - ref[i]) / std::fabs(ref[i]));
   }
+  std::printf("%s %s: largest relative loss difference %.2e over %d steps\n", c.job, spec.c_str(),
+              worst, kSteps);
   EXPECT_LT(ref.back(), ref.front() - 0.5);  // a real trajectory
   // The step's collectives are counted: reduce-scatters (and gathers) happened.
   static const std::regex kCollectives("\"collectives\":([0-9]+)");
