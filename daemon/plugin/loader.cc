@@ -73,6 +73,25 @@ int unsupported_version(const boost::dll::shared_library& lib) {
   return 0;
 }
 
+// The checks every version's table gets; fills *info from it.
+template <typename Table>
+Status check_table(const Table& api, const std::string& path, int found, PluginInfo* info) {
+  if (api.abi_version != static_cast<uint32_t>(found)) {
+    return Status::invalid(fmt::format(
+        "{}: refused: unsupported ABI version {} (the {} struct says so); this partrain loads "
+        "versions {} to {}; rebuild the plugin against this partrain's SDK headers",
+        path, api.abi_version, symbol_for(found), kOldestAbiVersion, kAbiVersion));
+  }
+  if (api.name == nullptr || api.version == nullptr || api.init == nullptr ||
+      api.finalize == nullptr) {
+    return Status::invalid(fmt::format("{}: refused: {} lacks a name, version, init or finalize",
+                                       path, symbol_for(found)));
+  }
+  *info = PluginInfo{path, api.name, family_name(api.family), api.version,
+                     api.description != nullptr ? api.description : "", api.capabilities, found};
+  return Status::ok();
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Plugin>> load_plugin(const std::string& path) {
@@ -91,14 +110,18 @@ Result<std::unique_ptr<Plugin>> load_plugin(const std::string& path) {
                                        "rebuild it as a MODULE library", path, ec.message()));
   }
   // Newest ABI first, then older ones this partrain still supports.
-  const partrain_strategy_v1_t* api = nullptr;
+  std::unique_ptr<Plugin> p(new Plugin());
   int found = 0;
-  for (int v = kAbiVersion; v >= kOldestAbiVersion && api == nullptr; --v) {
+  for (int v = kAbiVersion; v >= kOldestAbiVersion && found == 0; --v) {
     if (!lib->lib.has(symbol_for(v))) continue;
-    api = &lib->lib.get<const partrain_strategy_v1_t>(symbol_for(v));
     found = v;
+    if (v == PARTRAIN_PLUGIN_ABI_V2) {
+      p->api_v2_ = &lib->lib.get<const partrain_strategy_v2_t>(symbol_for(v));
+    } else {
+      p->api_v1_ = &lib->lib.get<const partrain_strategy_v1_t>(symbol_for(v));
+    }
   }
-  if (api == nullptr) {
+  if (found == 0) {
     if (int other = unsupported_version(lib->lib); other != 0) {
       return Status::invalid(fmt::format(
           "{}: refused: unsupported ABI version {} (exports {}); this partrain loads versions "
@@ -109,24 +132,10 @@ Result<std::unique_ptr<Plugin>> load_plugin(const std::string& path) {
         "{}: refused: missing symbol {}; export it with PARTRAIN_STRATEGY_PLUGIN from "
         "<partrain/plugin_sdk.h>", path, symbol_for(kAbiVersion)));
   }
-  if (api->abi_version != static_cast<uint32_t>(found)) {
-    return Status::invalid(fmt::format(
-        "{}: refused: unsupported ABI version {} (the {} struct says so); this partrain loads "
-        "versions {} to {}; rebuild the plugin against this partrain's SDK headers",
-        path, api->abi_version, symbol_for(found), kOldestAbiVersion, kAbiVersion));
-  }
-  if (api->name == nullptr || api->version == nullptr || api->init == nullptr ||
-      api->finalize == nullptr) {
-    return Status::invalid(fmt::format("{}: refused: {} lacks a name, version, init or finalize",
-                                       path, symbol_for(found)));
-  }
-  std::unique_ptr<Plugin> p(new Plugin());
+  // Both versions start with the same descriptive fields; check them the same way.
+  PARTRAIN_RETURN_IF_ERROR(p->api_v2_ != nullptr ? check_table(*p->api_v2_, path, found, &p->info_)
+                                                 : check_table(*p->api_v1_, path, found, &p->info_));
   p->lib_ = std::move(lib);
-  p->api_ = api;
-  p->info_ = PluginInfo{path,          api->name,
-                        family_name(api->family), api->version,
-                        api->description != nullptr ? api->description : "",
-                        api->capabilities, found};
   return p;
 }
 

@@ -14,7 +14,7 @@
 
 namespace partrain::plugin {
 
-// ABI versions this partrain can load, newest first when probing.
+// ABI versions this partrain can load, newest first when probing (NCCL's model: v2, then v1).
 inline constexpr int kAbiVersion = PARTRAIN_PLUGIN_ABI_VERSION;
 inline constexpr int kOldestAbiVersion = 1;
 
@@ -40,7 +40,10 @@ class Plugin {
   Plugin(const Plugin&) = delete;
   Plugin& operator=(const Plugin&) = delete;
   const PluginInfo& info() const { return info_; }
-  const partrain_strategy_v1_t& strategy() const { return *api_; }
+  // The table the plugin exports: exactly one of these is non-null (info().abi_version says
+  // which). The host drives a v1 plugin through its v1 table (stage 0 only).
+  const partrain_strategy_v2_t* v2() const { return api_v2_; }
+  const partrain_strategy_v1_t* v1() const { return api_v1_; }
 
   struct Lib;  // Boost.DLL's shared_library, kept out of this header
 
@@ -48,7 +51,8 @@ class Plugin {
   friend Result<std::unique_ptr<Plugin>> load_plugin(const std::string& path);
   Plugin() = default;
   std::unique_ptr<Lib> lib_;
-  const partrain_strategy_v1_t* api_ = nullptr;
+  const partrain_strategy_v1_t* api_v1_ = nullptr;
+  const partrain_strategy_v2_t* api_v2_ = nullptr;
   PluginInfo info_;
 };
 

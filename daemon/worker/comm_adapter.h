@@ -1,4 +1,4 @@
-// The host side of partrain_comm_v1_t (include/partrain/plugin.h): a layout group's
+// The host side of partrain_comm_v1_t and partrain_comm_v2_t (include/partrain/plugin.h): a layout group's
 // Communicator offered to plugins through the C ABI. Work handles cross the boundary as
 // opaque pointers; failures come back as PARTRAIN_EUNAVAIL plus the Status message.
 #pragma once
@@ -10,5 +10,7 @@ namespace partrain::worker {
 
 // `comm` must outlive the returned struct's use; the struct holds no other state.
 partrain_comm_v1_t make_plugin_comm(comm::Communicator* comm);
+// The same with v2's reduce-scatter, all-gather and broadcast.
+partrain_comm_v2_t make_plugin_comm_v2(comm::Communicator* comm);
 
 }  // namespace partrain::worker

@@ -1,7 +1,10 @@
 // See data_parallel.h. The step is the single-rank trainer's (engine/train/trainer.cc):
-// this file adds the gradient sync through the data plugin and the loss/stop exchange.
+// this file adds the gradient sync through the data plugin, ZeRO's sharded state, and the
+// loss/stop exchange.
 #include "worker/data_parallel.h"
 
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <vector>
 
@@ -10,47 +13,69 @@
 #include "engine/backend.h"
 #include "engine/model/model.h"
 #include "engine/train/trainer.h"
-#include "worker/comm_adapter.h"
+#include "worker/data_plugin.h"
 
 namespace partrain::worker {
 namespace {
 
 namespace engine = partrain::engine;
-// A plugin call's error as a Status.
-Status plugin_status(int rc, const char* err, const std::string& what) {
-  if (rc == PARTRAIN_OK) return Status::ok();
-  const std::string msg = fmt::format("data plugin {}: {}", what, err);
-  if (rc == PARTRAIN_EINVAL) return Status::invalid(msg);
-  if (rc == PARTRAIN_EUNAVAIL) return Status::unavailable(msg);
-  return Status::internal(msg);
-}
 
-// The plugin instance, finalized on every path.
-struct PluginInstance {
-  const partrain_strategy_v1_t* api = nullptr;
-  void* state = nullptr;
-  ~PluginInstance() {
-    if (api != nullptr && state != nullptr) api->finalize(state);
+// What a ZeRO-sharded model asks of the data plugin (engine/model/sharding.h). The first
+// error is kept (the engine cannot take one mid-backward) and every later call is skipped;
+// the hooks report it at the next step boundary.
+class ZeroComm final : public engine::model::ShardComm {
+ public:
+  ZeroComm(DataPlugin* plugin, comm::Communicator* dp) : plugin_(plugin), dp_(dp) {}
+
+  void reduce_grads(const engine::Tensor& data, int64_t offset, const engine::Tensor& shard) override {
+    if (!status_) return;
+    status_ = plugin_->grads_ready(data.ptr<float>(), static_cast<size_t>(offset),
+                                   static_cast<size_t>(data.numel()), shard.ptr<float>());
   }
+  void release_grads(int64_t offset, int64_t count) override {
+    if (status_) status_ = plugin_->grads_release(static_cast<size_t>(offset), static_cast<size_t>(count));
+  }
+  void gather_params(const engine::Tensor& shard, const engine::Tensor& dst, int64_t offset) override {
+    if (!status_) return;
+    status_ = plugin_->params_gather(shard.ptr<float>(), dst.ptr<float>(), static_cast<size_t>(offset),
+                                     static_cast<size_t>(dst.numel()));
+  }
+  void wait_params(const engine::Tensor& dst) override {
+    if (status_) status_ = plugin_->params_wait(dst.ptr<float>());
+  }
+  // A double through a float all-reduce: its float head and the float rest, summed apart.
+  double sum(double x) override {
+    if (!status_) return x;
+    const float head = static_cast<float>(x);
+    float parts[2] = {head, static_cast<float>(x - static_cast<double>(head))};
+    status_ = dp_->all_reduce(parts, 2, comm::ReduceOp::kSum)->wait();
+    return static_cast<double>(parts[0]) + static_cast<double>(parts[1]);
+  }
+  const Status& status() const { return status_; }
+
+ private:
+  DataPlugin* plugin_;
+  comm::Communicator* dp_;
+  Status status_;
 };
 
 // The trainer's hooks for a dp rank: gradients through the data plugin, the loss and the
 // stop flag through one small all-reduce on the dp group.
 class DataParallelHooks final : public engine::train::StepHooks {
  public:
-  DataParallelHooks(const DataParallelRun& run, PluginInstance* plugin)
-      : run_(run), plugin_(plugin) {}
+  DataParallelHooks(const DataParallelRun& run, DataPlugin* plugin, ZeroComm* zero)
+      : run_(run), plugin_(plugin), zero_(zero) {}
 
   Status begin_step(int64_t step) override {
-    if (plugin_->state == nullptr || run_.plugin->step_begin == nullptr) return Status::ok();
-    return plugin_status(run_.plugin->step_begin(plugin_->state, step, err_, sizeof err_), err_,
-                         "step_begin");
+    if (plugin_ == nullptr) return Status::ok();
+    return plugin_->step_begin(step);
   }
 
   // A block's gradients are final: hand its range over now, so the plugin's buckets are
-  // all-reduced while the blocks below are still in backward.
+  // reduced while the blocks below are still in backward. (ZeRO-2/3 models hand their
+  // segments over themselves, every micro-batch.)
   Status block_grads_ready(engine::model::Model& m, int layer) override {
-    if (plugin_->state == nullptr) return Status::ok();
+    if (plugin_ == nullptr || stage() >= 2) return Status::ok();
     const auto [lo, hi] = m.block_param_range(layer);
     if (handed_.empty()) handed_.assign(m.table().specs().size(), false);
     const auto& specs = m.table().specs();
@@ -64,17 +89,31 @@ class DataParallelHooks final : public engine::train::StepHooks {
 
   // Backward is done: hand over what no block did (embeddings, final norm, head), back to
   // front, then wait for every bucket.
-  Status sync_grads(engine::model::Model& m, engine::train::StepMetrics* sm) override {
-    if (plugin_->state == nullptr) return Status::ok();
-    float* g = m.grads().ptr<float>();
-    if (handed_.empty()) handed_.assign(m.table().specs().size(), false);
-    for (size_t i = handed_.size(); i-- > 0;) {
-      if (!handed_[i]) PARTRAIN_RETURN_IF_ERROR(hand_over(m, i));
+  Status sync_grads(engine::model::Model& m, engine::train::StepMetrics* /*sm*/) override {
+    if (plugin_ == nullptr) return Status::ok();
+    if (stage() < 2) {
+      if (handed_.empty()) handed_.assign(m.table().specs().size(), false);
+      for (size_t i = handed_.size(); i-- > 0;) {
+        if (!handed_[i]) PARTRAIN_RETURN_IF_ERROR(hand_over(m, i));
+      }
+      handed_.assign(handed_.size(), false);  // the next step starts over
     }
-    handed_.assign(handed_.size(), false);  // the next step starts over
-    partrain_sync_stats_v1_t stats{};
-    PARTRAIN_RETURN_IF_ERROR(plugin_status(
-        run_.plugin->grads_done(plugin_->state, g, &stats, err_, sizeof err_), err_, "grads_done"));
+    if (zero_ != nullptr) PARTRAIN_RETURN_IF_ERROR(zero_->status());
+    return plugin_->grads_done(stage() < 2 ? m.grads().ptr<float>() : nullptr);
+  }
+
+  // ZeRO-1/2: every rank stepped its shard; gather them into the full parameters.
+  Status after_step(engine::model::Model& m, engine::train::StepMetrics* sm) override {
+    if (plugin_ == nullptr) return Status::ok();
+    if (zero_ != nullptr) PARTRAIN_RETURN_IF_ERROR(zero_->status());
+    if (stage() == 1 || stage() == 2) {
+      float* params = m.params().ptr<float>();
+      PARTRAIN_RETURN_IF_ERROR(plugin_->params_gather(m.shard_params().ptr<float>(), params, 0,
+                                                      static_cast<size_t>(m.num_params())));
+      PARTRAIN_RETURN_IF_ERROR(plugin_->params_wait(params));
+    }
+    partrain_sync_stats_v2_t stats{};
+    PARTRAIN_RETURN_IF_ERROR(plugin_->step_end(&stats));
     sm->comm_ms = stats.comm_ms;
     sm->exposed_ms = stats.exposed_ms;
     sm->collectives = static_cast<int>(stats.collectives);
@@ -94,22 +133,39 @@ class DataParallelHooks final : public engine::train::StepHooks {
   bool stop_requested() const override { return stop_ || run_.stop->load(); }
 
  private:
+  int stage() const { return plugin_->plan().stage; }
+
   Status hand_over(engine::model::Model& m, size_t i) {
     const auto& spec = m.table().specs()[i];
     handed_[i] = true;
-    return plugin_status(
-        run_.plugin->grads_ready(plugin_->state, m.grads().ptr<float>(),
-                                 static_cast<size_t>(spec.offset),
-                                 static_cast<size_t>(spec.numel()), err_, sizeof err_),
-        err_, "grads_ready");
+    return plugin_->grads_ready(m.grads().ptr<float>() + spec.offset,
+                                static_cast<size_t>(spec.offset), static_cast<size_t>(spec.numel()),
+                                stage() == 1 ? m.shard_grads().ptr<float>() : nullptr);
   }
 
   std::vector<bool> handed_;  // per parameter tensor: given to the plugin this step
   const DataParallelRun& run_;
-  PluginInstance* plugin_;
+  DataPlugin* plugin_;  // null on one rank
+  ZeroComm* zero_;      // null unless ZeRO
   bool stop_ = false;
-  char err_[1024] = {0};
 };
+
+// Peak bytes per memory category of this rank, for comparing layouts.
+Status write_memory(const std::string& run_dir, int rank, const engine::MemoryStats& mem) {
+  std::error_code ec;
+  std::filesystem::create_directories(run_dir, ec);
+  const std::string path = fmt::format("{}/memory.rank{}.json", run_dir, rank);
+  std::ofstream out(path, std::ios::trunc);
+  out << "{\"rank\":" << rank;
+  for (int c = 0; c < engine::kNumMemCategories; ++c) {
+    out << ",\"" << engine::mem_category_name(static_cast<engine::MemCategory>(c))
+        << "\":" << mem.peak[static_cast<size_t>(c)];
+  }
+  out << ",\"total\":" << mem.peak_total << "}\n";
+  out.flush();
+  if (!out) return Status::io_error(path + ": cannot write the memory summary");
+  return Status::ok();
+}
 
 }  // namespace
 
@@ -129,24 +185,42 @@ Status train_data_parallel(const DataParallelRun& run) {
   o.quiet = run.rank != 0;                       // and the step lines
   o.dp = run.dp;
   o.dp_rank = run.dp_rank;
+
+  // The data plugin, on this rank's dp communicator: its plan says what is sharded, so it
+  // comes before the model (sharded state is never allocated full-size).
+  std::unique_ptr<DataPlugin> plugin;
+  if (run.plugin_v1 != nullptr || run.plugin_v2 != nullptr) {
+    plugin = std::make_unique<DataPlugin>(run.plugin_v1, run.plugin_v2);
+    const size_t num_params = static_cast<size_t>(engine::model::build_param_table(job.model).total());
+    constexpr uint64_t kFeatures = PARTRAIN_HOST_SHARD_OPTIMIZER | PARTRAIN_HOST_SHARD_GRADS |
+                                   PARTRAIN_HOST_SHARD_PARAMS;
+    PARTRAIN_RETURN_IF_ERROR(plugin->init(run.plugin_config, run.dp_comm, run.rank, num_params, kFeatures));
+    const partrain_data_plan_v2_t& plan = plugin->plan();
+    o.shard.stage = plan.stage;
+    o.shard.begin = static_cast<int64_t>(plan.shard_begin);
+    o.shard.end = static_cast<int64_t>(plan.shard_end);
+    o.shard.prefetch = plan.prefetch;
+  }
   Result<std::unique_ptr<engine::train::Trainer>> trainer = engine::train::Trainer::create(o);
   if (!trainer) return trainer.status();
-
-  // The data plugin, on this rank's dp communicator.
-  PluginInstance plugin;
-  partrain_comm_v1_t pcomm{};
-  char err[1024] = {0};
-  if (run.plugin != nullptr) {
-    pcomm = make_plugin_comm(run.dp_comm);
-    const size_t num_grads = static_cast<size_t>((*trainer)->model().num_params());
-    partrain_init_args_v1_t args{sizeof(partrain_init_args_v1_t), run.plugin_config.c_str(),
-                                 &pcomm, run.rank, 0, num_grads};
-    plugin.api = run.plugin;
-    PARTRAIN_RETURN_IF_ERROR(plugin_status(run.plugin->init(&args, &plugin.state, err, sizeof err), err, "init"));
+  std::unique_ptr<ZeroComm> zero;
+  if (plugin && plugin->plan().stage > 0) {
+    zero = std::make_unique<ZeroComm>(plugin.get(), run.dp_comm);
+    (*trainer)->model().set_shard_comm(zero.get());
   }
-  DataParallelHooks hooks(run, &plugin);
+  DataParallelHooks hooks(run, plugin.get(), zero.get());
   (*trainer)->set_hooks(&hooks);
-  return (*trainer)->run();
+  Status s = (*trainer)->run();
+  if (zero && s.is_ok()) s = zero->status();
+  if (s.is_ok() && !job.run_dir.empty()) {
+    s = write_memory(job.run_dir, run.rank, (*trainer)->backend().memory());
+  }
+  // An error may leave collectives in flight on the model's buffers: fail them at once
+  // (peers blocked on us fail too), and let the plugin wait for them before the model
+  // frees its memory.
+  if (!s.is_ok() && run.dp_comm != nullptr) run.dp_comm->abort(s.message());
+  plugin.reset();
+  return s;
 }
 
 }  // namespace partrain::worker

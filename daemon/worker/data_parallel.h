@@ -32,7 +32,9 @@ struct DataParallelRun {
   int dp = 1;                    // data-parallel degree
   int dp_rank = 0;               // coordinate on the dp axis
   comm::Communicator* dp_comm = nullptr;            // null when dp == 1
-  const partrain_strategy_v1_t* plugin = nullptr;  // the data plugin; null when dp == 1
+  // The data plugin's table, v2 or v1 (exactly one set when dp > 1; both null when dp == 1).
+  const partrain_strategy_v2_t* plugin_v2 = nullptr;
+  const partrain_strategy_v1_t* plugin_v1 = nullptr;
   std::string plugin_config;     // its [plugins.NAME] table
   std::atomic<bool>* stop = nullptr;  // set by SIGTERM: stop at the next step boundary
 };

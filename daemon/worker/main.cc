@@ -125,7 +125,8 @@ Status run(const std::string& job_path) {
   r.dp = layout->dp();
   r.dp_rank = coord.dp;
   r.dp_comm = dp_comm.get();
-  r.plugin = data_plugin ? &data_plugin->strategy() : nullptr;
+  r.plugin_v2 = data_plugin ? data_plugin->v2() : nullptr;
+  r.plugin_v1 = data_plugin ? data_plugin->v1() : nullptr;
   if (data_plugin) {
     auto it = job->plugin_tables.find(data_plugin->info().name);
     if (it != job->plugin_tables.end()) r.plugin_config = it->second;

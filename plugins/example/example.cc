@@ -11,29 +11,38 @@ namespace {
 class ExampleSync : public partrain::sdk::Strategy {
  public:
   // args.dp is the data-parallel communicator; args.config_toml the job's [plugins.example].
-  explicit ExampleSync(const partrain_init_args_v1_t& args) : comm_(*args.dp) {}
+  explicit ExampleSync(const partrain_init_args_v2_t& args) : comm_(*args.dp) {}
 
   void step_begin(int64_t /*step*/) override { seen_ = 0; }
 
   // The host hands over finished gradient ranges; this plugin waits for all of them.
-  void grads_ready(float* /*grads*/, size_t /*offset*/, size_t count) override { seen_ += count; }
+  // data[0] is element `offset`; the lowest range (offset 0) starts the buffer.
+  void grads_ready(float* data, size_t offset, size_t count, float* /*shard*/) override {
+    seen_ += count;
+    if (offset == 0) grads_ = data;
+  }
 
   // Everything is final: one all-reduce (average) over the whole buffer.
-  void grads_done(float* grads, partrain_sync_stats_v1_t* stats) override {
+  void grads_done() override {
+    float* grads = grads_;
     const auto t0 = std::chrono::steady_clock::now();
     void* work = partrain::sdk::start_all_reduce(comm_, grads, seen_, PARTRAIN_REDUCE_AVG);
     partrain::sdk::wait(comm_, work);
     const double ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    stats->comm_ms = ms;
-    stats->exposed_ms = ms;  // nothing overlaps: all of it is exposed
-    stats->bytes = seen_ * sizeof(float);
-    stats->collectives = 1;
+    stats_.comm_ms = ms;
+    stats_.exposed_ms = ms;  // nothing overlaps: all of it is exposed
+    stats_.bytes = seen_ * sizeof(float);
+    stats_.collectives = 1;
   }
 
+  void step_end(partrain_sync_stats_v2_t* stats) override { *stats = stats_; }
+
  private:
-  partrain_comm_v1_t comm_;
+  partrain_comm_v2_t comm_;
   size_t seen_ = 0;
+  float* grads_ = nullptr;
+  partrain_sync_stats_v2_t stats_{};
 };
 
 }  // namespace

@@ -46,7 +46,9 @@ TEST_F(LoaderTest, GoodPluginLoadsWithItsDescription) {
   EXPECT_EQ((*p)->info().name, "good");
   EXPECT_EQ((*p)->info().family, "data");
   EXPECT_EQ((*p)->info().version, "2.3.4");
-  EXPECT_EQ((*p)->info().abi_version, 1);
+  EXPECT_EQ((*p)->info().abi_version, 2);  // the SDK macro exports partrain_strategy_v2
+  ASSERT_NE((*p)->v2(), nullptr);
+  EXPECT_EQ((*p)->v1(), nullptr);
   EXPECT_EQ((*p)->info().capabilities, PARTRAIN_CAP_CPU);
   EXPECT_EQ((*p)->info().path, path);
 }
@@ -56,7 +58,7 @@ TEST_F(LoaderTest, MissingSymbolIsRefused) {
   Result<std::unique_ptr<Plugin>> p = load_plugin(path);
   ASSERT_FALSE(p);
   EXPECT_EQ(p.status().message(),
-            path + ": refused: missing symbol partrain_strategy_v1; export it with "
+            path + ": refused: missing symbol partrain_strategy_v2; export it with "
                    "PARTRAIN_STRATEGY_PLUGIN from <partrain/plugin_sdk.h>");
 }
 
@@ -66,7 +68,7 @@ TEST_F(LoaderTest, FutureAbiIsRefused) {
   ASSERT_FALSE(p);
   EXPECT_EQ(p.status().message(),
             path + ": refused: unsupported ABI version 7 (exports partrain_strategy_v7); this "
-                   "partrain loads versions 1 to 1; rebuild the plugin against this partrain's "
+                   "partrain loads versions 1 to 2; rebuild the plugin against this partrain's "
                    "SDK headers");
 }
 
@@ -76,7 +78,7 @@ TEST_F(LoaderTest, StructClaimingAnotherAbiIsRefused) {
   ASSERT_FALSE(p);
   EXPECT_EQ(p.status().message(),
             path + ": refused: unsupported ABI version 2 (the partrain_strategy_v1 struct says "
-                   "so); this partrain loads versions 1 to 1; rebuild the plugin against this "
+                   "so); this partrain loads versions 1 to 2; rebuild the plugin against this "
                    "partrain's SDK headers");
 }
 
@@ -142,22 +144,70 @@ TEST_F(LoaderTest, ListShowsGoodAndRefusedPlugins) {
 TEST_F(LoaderTest, ExceptionsInThePluginBecomeErrorCodes) {
   Result<std::unique_ptr<Plugin>> p = load_plugin(install("good", "good.so"));
   ASSERT_TRUE(p);
-  const partrain_strategy_v1_t& s = (*p)->strategy();
-  partrain_comm_v1_t comm{};
-  partrain_init_args_v1_t args{sizeof(partrain_init_args_v1_t), "fail", &comm, 0, 1, 0};
+  const partrain_strategy_v2_t& s = *(*p)->v2();
+  partrain_comm_v2_t comm{};
+  partrain_init_args_v2_t args{sizeof(partrain_init_args_v2_t), "fail", &comm, 0, 1, 0, 0};
+  partrain_data_plan_v2_t plan{sizeof(partrain_data_plan_v2_t), 0, 0, 0, 1};
   char err[256] = {0};
   void* state = nullptr;
-  EXPECT_EQ(s.init(&args, &state, err, sizeof err), PARTRAIN_EINVAL);
+  EXPECT_EQ(s.init(&args, &plan, &state, err, sizeof err), PARTRAIN_EINVAL);
   EXPECT_STREQ(err, "[plugins.good]: fail was asked");
   args.config_toml = "std";
-  EXPECT_EQ(s.init(&args, &state, err, sizeof err), PARTRAIN_EINTERNAL);
+  EXPECT_EQ(s.init(&args, &plan, &state, err, sizeof err), PARTRAIN_EINTERNAL);
   EXPECT_STREQ(err, "a std::runtime_error from the plugin");
   args.config_toml = "int";
-  EXPECT_EQ(s.init(&args, &state, err, sizeof err), PARTRAIN_EINTERNAL);
+  EXPECT_EQ(s.init(&args, &plan, &state, err, sizeof err), PARTRAIN_EINTERNAL);
   EXPECT_STREQ(err, "unknown exception in plugin");
   args.config_toml = "";
-  ASSERT_EQ(s.init(&args, &state, err, sizeof err), PARTRAIN_OK);
+  ASSERT_EQ(s.init(&args, &plan, &state, err, sizeof err), PARTRAIN_OK);
   ASSERT_NE(state, nullptr);
+  // A stage-0 plugin that does not override params_gather refuses it with a message.
+  float buf[2] = {0, 0};
+  EXPECT_EQ(s.params_gather(state, buf, buf, 0, 2, err, sizeof err), PARTRAIN_EINTERNAL);
+  EXPECT_STREQ(err, "this plugin shards no parameters (params_gather)");
+  s.finalize(state);
+}
+
+// A one-rank communicator of ABI v1 for driving a v1 plugin: the average over one rank
+// is the data itself, so the test sees what the plugin asked of it.
+struct OneRank {
+  size_t reduced = 0;
+  int op = -1;
+};
+int one_rank_all_reduce(void* ctx, float* /*data*/, size_t count, int op, void** work, char*,
+                        size_t) {
+  static_cast<OneRank*>(ctx)->reduced += count;
+  static_cast<OneRank*>(ctx)->op = op;
+  *work = ctx;
+  return PARTRAIN_OK;
+}
+int one_rank_wait(void* ctx, void* work, char*, size_t) {
+  return work == ctx ? PARTRAIN_OK : PARTRAIN_EINTERNAL;
+}
+
+// A plugin built against ABI v1 only still loads (the loader probes v2, then v1) and the
+// host drives it through its v1 table.
+TEST_F(LoaderTest, VersionOnePluginStillLoadsAndRuns) {
+  const std::string path = install("v1only", "v1only.so");
+  Result<std::unique_ptr<Plugin>> p = load_plugin(path);
+  ASSERT_TRUE(p) << p.status().message();
+  EXPECT_EQ((*p)->info().abi_version, 1);
+  EXPECT_EQ((*p)->info().name, "v1only");
+  EXPECT_EQ((*p)->v2(), nullptr);
+  ASSERT_NE((*p)->v1(), nullptr);
+  const partrain_strategy_v1_t& s = *(*p)->v1();
+  OneRank ctx;
+  partrain_comm_v1_t comm{&ctx, 0, 1, &one_rank_all_reduce, &one_rank_wait};
+  partrain_init_args_v1_t args{sizeof(partrain_init_args_v1_t), "", &comm, 0, 1, 3};
+  char err[256] = {0};
+  void* state = nullptr;
+  ASSERT_EQ(s.init(&args, &state, err, sizeof err), PARTRAIN_OK) << err;
+  float grads[3] = {1, 2, 3};
+  partrain_sync_stats_v1_t stats{};
+  ASSERT_EQ(s.grads_done(state, grads, &stats, err, sizeof err), PARTRAIN_OK) << err;
+  EXPECT_EQ(ctx.reduced, 3u);
+  EXPECT_EQ(ctx.op, PARTRAIN_REDUCE_AVG);
+  EXPECT_EQ(stats.collectives, 1u);
   s.finalize(state);
 }
 

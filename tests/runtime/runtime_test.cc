@@ -23,87 +23,11 @@
 
 #include <gtest/gtest.h>
 
+#include "runtime_helpers.h"
+
 namespace {
 
-namespace fs = std::filesystem;
-using Clock = std::chrono::steady_clock;
-
-const std::string kTiny = std::string(PARTRAIN_SOURCE_DIR) + "/etc/examples/tiny.toml";
-
-struct Proc {
-  pid_t pid = -1;
-  std::string out, err;  // files
-};
-
-// Starts argv with `env` added, stdout/stderr into files under `dir`.
-Proc start(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
-           const std::string& dir, const std::string& tag) {
-  Proc p;
-  p.out = dir + "/" + tag + ".out";
-  p.err = dir + "/" + tag + ".err";
-  p.pid = ::fork();
-  if (p.pid == 0) {
-    for (const auto& [k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
-    if (!std::freopen(p.out.c_str(), "w", stdout) || !std::freopen(p.err.c_str(), "w", stderr)) ::_exit(126);
-    std::vector<char*> args;
-    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    ::execv(args[0], args.data());
-    ::_exit(127);
-  }
-  return p;
-}
-
-int wait_exit(pid_t pid) {
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-std::vector<double> losses(const std::string& metrics) {
-  std::vector<double> out;
-  std::ifstream in(metrics);
-  std::string line;
-  static const std::regex kLoss("\"loss\":([-0-9.eE+]+)");
-  while (std::getline(in, line)) {
-    std::smatch m;
-    if (std::regex_search(line, m, kLoss)) out.push_back(std::stod(m[1].str()));
-  }
-  return out;
-}
-
-class Runtime : public ::testing::Test {
- protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/partrain_runtime_XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  std::map<std::string, std::string> env(const std::string& run) const {
-    return {{"PARTRAIN_SITE_CONFIG", PARTRAIN_SITE_CONFIG_FILE}, {"PARTRAIN_RUN_DIR", dir_ + "/" + run},
-            {"OMP_NUM_THREADS", "1"}};
-  }
-  // partraind --standalone; returns its exit code.
-  int agent(const std::string& run, const std::string& spec, int nproc, int steps,
-            const std::string& job = kTiny) {
-    Proc p = start({PARTRAIND, "--standalone", "--nproc", std::to_string(nproc), "--partrain", spec,
-                    "--steps", std::to_string(steps), job},
-                   env(run), dir_, run);
-    const int code = wait_exit(p.pid);
-    if (code != 0) ADD_FAILURE() << slurp(p.err);
-    return code;
-  }
-  std::string dir_;
-};
+using namespace partrain::testing_runtime;
 
 // The single-rank reference comes from `partrain run` (the engine's own trainer).
 TEST_F(Runtime, DataParallelMatchesOneRankOverTwentySteps) {
@@ -116,13 +40,8 @@ TEST_F(Runtime, DataParallelMatchesOneRankOverTwentySteps) {
   ASSERT_EQ(wait_exit(dp2.pid), 0) << slurp(dp2.err);
   // tiny.toml: global batch 16, micro-batch 8; dp4 needs 4 sequences per micro-batch (mb=1).
   // Its copy has 0.25 MiB buckets, so the 1.7 MB gradient goes in several all-reduces.
-  std::string tiny = slurp(kTiny);
-  const std::string data = "\"data/licenses_train.bin\"";
-  ASSERT_NE(tiny.find(data), std::string::npos);
-  tiny.replace(tiny.find(data), data.size(),
-               "\"" + fs::path(kTiny).parent_path().string() + "/data/licenses_train.bin\"");
-  std::ofstream(dir_ + "/tiny-buckets.toml") << tiny << "\n[plugins.dp]\nbucket_mb = 0.25\n";
-  ASSERT_EQ(agent("dp4", "dp4,mb=1", 4, kSteps, dir_ + "/tiny-buckets.toml"), 0);
+  const std::string buckets = job_copy(kTiny, dir_, "tiny-buckets.toml", "[plugins.dp]\nbucket_mb = 0.25\n");
+  ASSERT_EQ(agent("dp4", "dp4,mb=1", 4, kSteps, buckets), 0);
   const std::vector<double> ref = losses(dir_ + "/one/metrics.jsonl");
   ASSERT_EQ(ref.size(), static_cast<size_t>(kSteps));
   for (const char* run : {"dp2", "dp4"}) {
@@ -203,21 +122,20 @@ TEST_F(Runtime, SigtermStopsEveryRankAtAStepBoundary) {
 // A data plugin that is not installed, or that refuses its [plugins.NAME] table, is a
 // configuration error (exit 2) with the plugin's own message, not a retryable failure.
 TEST_F(Runtime, PluginErrorsAreConfigurationErrors) {
-  std::string tiny = slurp(kTiny);
-  const std::string data = "\"data/licenses_train.bin\"";
-  tiny.replace(tiny.find(data), data.size(),
-               "\"" + fs::path(kTiny).parent_path().string() + "/data/licenses_train.bin\"");
-  std::ofstream(dir_ + "/bad-table.toml") << tiny << "\n[plugins.dp]\nbucket_size = 3\n";
+  const std::string bad = job_copy(kTiny, dir_, "bad-table.toml", "[plugins.dp]\nbucket_size = 3\n");
   Proc table = start({PARTRAIND, "--standalone", "--nproc", "2", "--partrain", "dp2", "--steps", "2",
-                      dir_ + "/bad-table.toml"}, env("table"), dir_, "table");
+                      bad}, env("table"), dir_, "table");
   EXPECT_EQ(wait_exit(table.pid), 2);
   EXPECT_NE(slurp(table.err).find("data plugin init: [plugins.dp]: unknown key 'bucket_size'; the "
                                   "only key is bucket_mb"), std::string::npos) << slurp(table.err);
 
-  Proc zero = start({PARTRAIND, "--standalone", "--nproc", "2", "--partrain", "dp2,zero1", "--steps",
-                     "2", kTiny}, env("zero"), dir_, "zero");
-  EXPECT_EQ(wait_exit(zero.pid), 2);
-  EXPECT_NE(slurp(zero.err).find("plugin 'zero1' is not installed"), std::string::npos) << slurp(zero.err);
+  std::map<std::string, std::string> e = env("missing");
+  e["PARTRAIN_DATA_PLUGIN"] = "nosuch";
+  Proc missing = start({PARTRAIND, "--standalone", "--nproc", "2", "--partrain", "dp2", "--steps",
+                        "2", kTiny}, e, dir_, "missing");
+  EXPECT_EQ(wait_exit(missing.pid), 2);
+  EXPECT_NE(slurp(missing.err).find("plugin 'nosuch' is not installed"), std::string::npos)
+      << slurp(missing.err);
 }
 
 TEST_F(Runtime, LayoutThatDoesNotFitIsAConfigurationError) {

@@ -20,18 +20,20 @@ Result<Tensor> Model::alloc(MemCategory cat, DType dtype, Shape shape) {
 }
 
 Tensor Model::param(int i) const {
-  const ParamSpec& s = table_.specs()[static_cast<size_t>(i)];
-  return params_.slice(s.offset, s.shape);
+  return pspan(i, table_.specs()[static_cast<size_t>(i)].shape);
 }
 Tensor Model::grad(int i) const {
-  const ParamSpec& s = table_.specs()[static_cast<size_t>(i)];
-  return grads_.slice(s.offset, s.shape);
+  return gspan(i, table_.specs()[static_cast<size_t>(i)].shape);
 }
 Tensor Model::pspan(int i, Shape shape) const {
-  return i < 0 ? Tensor{} : params_.slice(table_.specs()[static_cast<size_t>(i)].offset, shape);
+  if (i < 0) return Tensor{};
+  const size_t g = static_cast<size_t>(seg_of_[static_cast<size_t>(i)]);
+  return pseg_[g].slice(table_.specs()[static_cast<size_t>(i)].offset - seg_lo_[g], shape);
 }
 Tensor Model::gspan(int i, Shape shape) const {
-  return i < 0 ? Tensor{} : grads_.slice(table_.specs()[static_cast<size_t>(i)].offset, shape);
+  if (i < 0) return Tensor{};
+  const size_t g = static_cast<size_t>(seg_of_[static_cast<size_t>(i)]);
+  return gseg_[g].slice(table_.specs()[static_cast<size_t>(i)].offset - seg_lo_[g], shape);
 }
 
 static Status validate(const ModelOptions& o) {
@@ -56,7 +58,8 @@ static Status validate(const ModelOptions& o) {
 }
 
 Result<std::unique_ptr<Model>> Model::create(const ModelOptions& options, Backend* backend,
-                                             int max_batch, uint64_t seed) {
+                                             int max_batch, uint64_t seed,
+                                             const ShardOptions& shard) {
   const ModelOptions o = resolved(options);
   PARTRAIN_RETURN_IF_ERROR(validate(o));
   if (max_batch < 1) return Status::invalid("micro_batch must be at least 1");
@@ -64,6 +67,7 @@ Result<std::unique_ptr<Model>> Model::create(const ModelOptions& options, Backen
   m->o_ = o;
   m->be_ = backend;
   m->seed_ = seed;
+  m->shard_ = shard;
   m->table_ = build_param_table(o);
   PARTRAIN_RETURN_IF_ERROR(m->allocate(max_batch));
   std::vector<float> host(static_cast<size_t>(m->table_.total()));
@@ -126,7 +130,7 @@ Status Model::allocate(int max_batch) {
   const int64_t V = o_.vocab_size, L = o_.layers;
   const int64_t hd = C / o_.heads, QKV = (o_.heads + 2 * o_.kv_heads) * hd;
   const int64_t F = o_.ffn_hidden, FC = o_.arch == Arch::kGpt2 ? F : 2 * F;
-  const DType pd = be_->param_dtype(), gd = be_->grad_dtype(), ad = be_->act_dtype();
+  const DType ad = be_->act_dtype();
   using MC = MemCategory;
   auto get = [&](MC c, DType d, Shape s, Tensor* out) -> Status {
     Result<Tensor> t = alloc(c, d, s);
@@ -134,8 +138,7 @@ Status Model::allocate(int max_batch) {
     *out = *t;
     return Status::ok();
   };
-  PARTRAIN_RETURN_IF_ERROR(get(MC::kWeights, pd, {table_.total()}, &params_));
-  PARTRAIN_RETURN_IF_ERROR(get(MC::kGrads, gd, {table_.total()}, &grads_));
+  PARTRAIN_RETURN_IF_ERROR(allocate_storage());
   PARTRAIN_RETURN_IF_ERROR(get(MC::kActivations, DType::kI32, {N}, &tokens_));
   PARTRAIN_RETURN_IF_ERROR(get(MC::kActivations, DType::kI32, {N}, &targets_));
   res_.assign(static_cast<size_t>(L + 1), Tensor{});
@@ -205,18 +208,6 @@ Status Model::allocate(int max_batch) {
   return Status::ok();
 }
 
-void Model::zero_grads() { be_->zero(grads_); }
-
-std::vector<float> Model::params_to_host() {
-  std::vector<float> host(static_cast<size_t>(table_.total()));
-  be_->to_host(host.data(), params_);
-  return host;
-}
-
-void Model::params_from_host(const std::vector<float>& host) {
-  be_->to_device(params_, host.data());
-}
-
 // ---- forward ------------------------------------------------------------------------------
 
 Result<LossParts> Model::forward(const MicroBatch& batch) {
@@ -238,6 +229,7 @@ Result<LossParts> Model::forward(const MicroBatch& batch) {
                                          "(vocab_size {})", batch.inputs[n], n, V));
     }
   }
+  shard_forward_begin();
   be_->to_device_i32(tokens, batch.inputs);
   be_->to_device_i32(targets, batch.targets);
 
@@ -245,8 +237,12 @@ Result<LossParts> Model::forward(const MicroBatch& batch) {
   const Tensor x0 = act(res_[0]);
   be_->embedding_forward(x0, tokens, param(wte_), wpe_ >= 0 ? param(wpe_) : Tensor{}, B_, T, C);
   dropout(x0, L, 0);
-  // The blocks.
-  for (int l = 0; l < L; ++l) block_forward(l, act(res_[l]), act(res_[l + 1]), *acts_[l]);
+  // The blocks (ZeRO-3 gathers each one's parameters just before it runs).
+  for (int l = 0; l < L; ++l) {
+    shard_block_begin(l, false);
+    block_forward(l, act(res_[l]), act(res_[l + 1]), *acts_[l]);
+    shard_block_end(l, false);
+  }
   // Final norm, LM head (tied to wte for GPT-2), per-token cross-entropy.
   const Tensor lnf = act(lnf_);
   norm_forward(lnf, lnf_mean_, lnf_rstd_, act(res_[L]), lnf_w_, lnf_b_);
@@ -264,6 +260,7 @@ Result<LossParts> Model::forward(const MicroBatch& batch) {
   parts.ce = loss_count_ > 0 ? static_cast<float>(sum / loss_count_) : 0.0f;
   parts.aux = aux_loss_;
   parts.loss = parts.ce + parts.aux;
+  shard_forward_end();
   return parts;
 }
 
@@ -272,6 +269,7 @@ Result<LossParts> Model::forward(const MicroBatch& batch) {
 void Model::backward(float scale, const std::function<void(int)>& block_done) {
   const int T = o_.seq_len, C = o_.hidden, V = o_.vocab_size, L = o_.layers;
   backward_scale_ = scale;
+  shard_backward_begin();
   // d loss / d loss_n = scale / (number of counted tokens); ignored ones get no gradient.
   const Tensor dloss = dloss_.slice(0, {N_});
   be_->fill(dloss, loss_count_ > 0 ? scale / static_cast<float>(loss_count_) : 0.0f);
@@ -285,10 +283,12 @@ void Model::backward(float scale, const std::function<void(int)>& block_done) {
   be_->matmul_backward(dln, grad(head_), Tensor{}, dlogits, act(lnf_), param(head_), N_, C, V);
   be_->zero(dres);
   norm_backward(dres, lnf_w_, lnf_b_, dln, act(res_[L]), lnf_mean_, lnf_rstd_);
+  shard_tail_grads_done();
   if (block_done) block_done(L);  // the final norm and an untied head are final now
   // The blocks in reverse; dres carries d loss / d res_[l] down.
   for (int l = L - 1; l >= 0; --l) {
     BlockActs& a = *acts_[l];
+    shard_block_begin(l, true);
     if (o_.recompute == Recompute::kFull) {
       // Rebuild this block's activations from its stored input (bit-identical to forward).
       recomputing_ = true;
@@ -296,12 +296,19 @@ void Model::backward(float scale, const std::function<void(int)>& block_done) {
       recomputing_ = false;
     }
     block_backward(l, act(res_[l]), dres, a);
+    shard_block_end(l, true);
     if (block_done) block_done(l);
   }
   // Embedding dropout, then token (and position) embeddings.
   const Tensor demb = dropout_grad(dres, L, 0);
   be_->embedding_backward(grad(wte_), wpe_ >= 0 ? grad(wpe_) : Tensor{}, demb,
                           tokens_.slice(0, {N_}), B_, T, C);
+  shard_backward_end();
+}
+
+std::pair<int64_t, int64_t> Model::segment_range(int s) const {
+  if (s == o_.layers + 1) return {0, block_param_range(0).first};
+  return block_param_range(s);
 }
 
 std::pair<int64_t, int64_t> Model::block_param_range(int l) const {

@@ -23,6 +23,7 @@
 #include "common/status.h"
 #include "engine/backend.h"
 #include "engine/model/params.h"
+#include "engine/model/sharding.h"
 #include "engine/options.h"
 
 namespace partrain::engine::model {
@@ -49,8 +50,11 @@ class Model {
  public:
   // Validates the options, allocates parameters, gradients and activations for micro
   // batches of up to `max_batch` sequences, and initialises the weights from `seed`.
+  // `shard` (ZeRO, sharding.h) says what this rank keeps only as its shard; sharded state is
+  // never allocated full-size. Stages 1-3 need fp32 parameters and gradients.
   static Result<std::unique_ptr<Model>> create(const ModelOptions& options, Backend* backend,
-                                               int max_batch, uint64_t seed);
+                                               int max_batch, uint64_t seed,
+                                               const ShardOptions& shard = {});
   ~Model();
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
@@ -67,18 +71,34 @@ class Model {
   // the final norm and untied head (l = L): the table adds each block's tensors together,
   // between the embeddings and the final norm.
   std::pair<int64_t, int64_t> block_param_range(int l) const;
+  // Zeroes the step's gradient: the flat buffer and/or the shard (stage >= 1).
   void zero_grads();
+
+  // ZeRO (sharding.h). The strategy that moves sharded state; not owned, set before the
+  // first forward on stage >= 1.
+  void set_shard_comm(ShardComm* comm) { comm_ = comm; }
+  ShardComm* shard_comm() const { return comm_; }
+  const ShardOptions& shard() const { return shard_; }
+  // This rank's fp32 shards [shard().begin, shard().end): the parameters (a view of params()
+  // below stage 3) and the reduced gradient (stage >= 1). Unsharded: the whole buffers.
+  Tensor shard_params() const;
+  Tensor shard_grads() const;
+  // [first, end) of segment s: blocks s < L, the tail s = L, the embeddings s = L + 1.
+  std::pair<int64_t, int64_t> segment_range(int s) const;
+  int num_segments() const { return o_.layers + 2; }
 
   const ModelOptions& options() const { return o_; }
   const ParamTable& table() const { return table_; }
   Backend& backend() { return *be_; }
-  Tensor params() const { return params_; }  // flat, table().total() elements
+  // Flat, table().total() elements; empty where sharded (params at stage 3, grads >= 2).
+  Tensor params() const { return params_; }
   Tensor grads() const { return grads_; }
   Tensor param(int i) const;
   Tensor grad(int i) const;
   int64_t num_params() const { return table_.total(); }
 
-  // Host copies of all parameters (fp32, table layout) and loading them back.
+  // Host copies of all parameters (fp32, table layout) and loading them back. Stage 3 keeps
+  // only its shard: to_host fills the shard's range (the rest 0), from_host reads it.
   std::vector<float> params_to_host();
   void params_from_host(const std::vector<float>& host);
 
@@ -87,6 +107,17 @@ class Model {
   Result<Tensor> alloc(MemCategory cat, DType dtype, Shape shape);  // owned, freed in ~Model
   Status allocate(int max_batch);
   void index_params();
+  // Parameter and gradient storage, flat or sharded, and the views per segment (sharding.cc).
+  Status allocate_storage();
+  // Sharding events of forward/backward (sharding.cc); no-ops unsharded.
+  void shard_forward_begin();
+  void shard_forward_end();
+  void shard_backward_begin();
+  void shard_tail_grads_done();
+  void shard_block_begin(int l, bool backward);
+  void shard_block_end(int l, bool backward);
+  void shard_backward_end();
+  void gather_block(bool backward, int position);
   // Views: parameter/gradient i seen as `shape` (fused groups span consecutive tensors);
   // an empty tensor for i < 0.
   Tensor pspan(int i, Shape shape) const;
@@ -121,6 +152,19 @@ class Model {
   uint64_t seed_ = 0;
   std::vector<Tensor> owned_;
   Tensor params_, grads_;
+
+  // Storage per segment: param(i) is pseg_[seg_of_[i]] at offset - seg_lo_[seg]; unsharded
+  // these are views of params_/grads_, sharded they are slots (sharding.h).
+  ShardOptions shard_;
+  ShardComm* comm_ = nullptr;
+  std::vector<int> seg_of_;
+  std::vector<int64_t> seg_lo_;
+  std::vector<Tensor> pseg_, gseg_;
+  Tensor shard_params_, shard_grads_;
+  std::vector<Tensor> pslots_, gslots_;  // stage 3 block parameters, stage 2 block gradients
+  std::vector<int> gslot_owner_;         // block whose gradient a gradient slot holds, or -1
+  std::vector<bool> pslot_pending_;      // a gather into the parameter slot is not waited for
+  Tensor pedge_tail_, pedge_emb_, gedge_tail_, gedge_emb_;  // the tail's and embeddings' slots
 
   // Current micro-batch.
   int B_ = 0, N_ = 0, max_batch_ = 0;

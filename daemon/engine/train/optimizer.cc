@@ -1,6 +1,7 @@
 // AdamW, clipping and the learning-rate schedule.
 #include "engine/train/optimizer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -22,7 +23,8 @@ Result<std::unique_ptr<AdamW>> AdamW::create(model::Model* model, const TrainOpt
   a->model_ = model;
   a->o_ = o;
   Backend& be = model->backend();
-  const Shape s{model->num_params()};
+  // ZeRO (stage >= 1): the moments and the master copy of this rank's shard only.
+  const Shape s{std::max<int64_t>(1, model->shard_params().numel())};
   for (Tensor* t : {&a->m_, &a->v_}) {
     Result<Tensor> r = be.alloc(MemCategory::kOptimizer, DType::kF32, s);
     if (!r) return r.status();
@@ -47,33 +49,44 @@ AdamW::~AdamW() {
 void AdamW::reload_master() {
   if (master_.empty()) return;
   const std::vector<float> host = model_->params_to_host();
-  model_->backend().to_device(master_, host.data());
+  const int64_t first = model_->shard().stage > 0 ? model_->shard().begin : 0;
+  model_->backend().to_device(master_.slice(0, {model_->shard_params().numel()}), host.data() + first);
 }
 
 OptimizerStepStats AdamW::step(float lr) {
   Backend& be = model_->backend();
   OptimizerStepStats st;
-  st.grad_norm = static_cast<float>(std::sqrt(be.sum_squares(model_->grads())));
+  // The rank's range of the flat buffer: all of it, or its ZeRO shard [first, last).
+  const model::ShardOptions& shard = model_->shard();
+  const bool sharded = shard.stage > 0;
+  const int64_t first = sharded ? shard.begin : 0;
+  const int64_t last = sharded ? shard.end : model_->num_params();
+  const Tensor params = model_->shard_params(), grads = model_->shard_grads();
+  // The global norm: a shard's sum of squares, summed over the data-parallel group.
+  double sum_squares = be.sum_squares(grads.slice(0, {last - first}));
+  if (sharded && model_->shard_comm() != nullptr) sum_squares = model_->shard_comm()->sum(sum_squares);
+  st.grad_norm = static_cast<float>(std::sqrt(sum_squares));
   if (o_.grad_clip > 0.0f) {
     const float coef = o_.grad_clip / (st.grad_norm + 1e-6f);
     st.clip_scale = coef < 1.0f ? coef : 1.0f;
   }
   ++t_;
-  const auto& specs = model_->table().specs();
-  for (size_t i = 0; i < specs.size(); ++i) {
-    const model::ParamSpec& v = specs[i];
+  // Each tensor's part of the range, with its own weight-decay flag.
+  for (const model::ParamSpec& v : model_->table().specs()) {
+    const int64_t lo = std::max(first, v.offset), hi = std::min(last, v.offset + v.numel());
+    if (lo >= hi) continue;
     AdamWArgs args;
     args.lr = lr;
     args.beta1 = o_.beta1;
     args.beta2 = o_.beta2;
     args.eps = o_.eps;
-    args.weight_decay = specs[i].no_decay ? 0.0f : o_.weight_decay;
+    args.weight_decay = v.no_decay ? 0.0f : o_.weight_decay;
     args.t = t_;
     args.grad_scale = st.clip_scale;
-    be.adamw(model_->param(static_cast<int>(i)),
-             master_.empty() ? Tensor{} : master_.slice(v.offset, v.shape),
-             m_.slice(v.offset, v.shape), v_.slice(v.offset, v.shape),
-             model_->grad(static_cast<int>(i)), args);
+    const Shape piece{hi - lo};
+    const int64_t at = lo - first;
+    be.adamw(params.slice(at, piece), master_.empty() ? Tensor{} : master_.slice(at, piece),
+             m_.slice(at, piece), v_.slice(at, piece), grads.slice(at, piece), args);
   }
   return st;
 }

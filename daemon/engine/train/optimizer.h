@@ -1,5 +1,8 @@
 // AdamW over a model's parameter table, with global-norm gradient clipping and the
-// learning-rate schedule (linear warm-up, then cosine decay to min_lr).
+// learning-rate schedule (linear warm-up, then cosine decay to min_lr). Under ZeRO
+// (model->shard().stage >= 1) it keeps the moments (and master weights) of the rank's shard
+// only, steps model->shard_params() with model->shard_grads(), and takes the clipping norm
+// over the whole model by summing the shards' squares through model->shard_comm().
 #pragma once
 
 #include <cstdint>
@@ -25,7 +28,8 @@ struct OptimizerStepStats {
 
 class AdamW {
  public:
-  // Allocates the moments (and fp32 master weights where the backend needs them).
+  // Allocates the moments (and fp32 master weights where the backend needs them), of the
+  // model's shard under ZeRO.
   static Result<std::unique_ptr<AdamW>> create(model::Model* model, const TrainOptions& o);
   ~AdamW();
   AdamW(const AdamW&) = delete;

@@ -70,7 +70,7 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const RunOptions& options) {
   if (!be) return be.status();
   t->backend_ = std::move(be).value();
   Result<std::unique_ptr<model::Model>> m =
-      model::Model::create(options.model, t->backend_.get(), tr.micro_batch, tr.seed);
+      model::Model::create(options.model, t->backend_.get(), tr.micro_batch, tr.seed, options.shard);
   if (!m) return m.status();
   t->model_ = std::move(m).value();
   if (!options.init_path.empty()) {
@@ -152,6 +152,7 @@ Result<StepMetrics> Trainer::step() {
   {
     trace::Span span("optimizer");
     st = opt_->step(m.lr);
+    if (hooks_ != nullptr) PARTRAIN_RETURN_IF_ERROR(hooks_->after_step(*model_, &m));
     backend_->synchronize();
   }
   m.opt_ms = ms_since(t_opt);

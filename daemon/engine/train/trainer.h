@@ -34,6 +34,8 @@ struct RunOptions {
   // train.micro_batch is the per-rank micro-batch. One rank: dp 1, dp_rank 0.
   int dp = 1;
   int dp_rank = 0;
+  // ZeRO: what this rank keeps only as its shard (the worker's data plugin decides).
+  model::ShardOptions shard;
 };
 
 // One optimizer step's numbers, as written to metrics.jsonl.
@@ -65,6 +67,9 @@ class StepHooks {
   // After this rank's last backward of the step: the gradients hold this rank's share
   // (scaled 1/grad_accum); on return they hold the global batch's. Times go into *m.
   virtual Status sync_grads(model::Model& model, StepMetrics* m) = 0;
+  // After the optimizer step: e.g. ZeRO-1/2 gathers the updated shards into the full
+  // parameters, and the step's collective times go into *m.
+  virtual Status after_step(model::Model& /*model*/, StepMetrics* /*m*/) { return Status::ok(); }
   // This rank's mean loss in, the global batch's mean out.
   virtual Status reduce_loss(double* loss) = 0;
   // True when some rank was asked to stop (SIGTERM): run() ends after this step.

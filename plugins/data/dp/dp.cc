@@ -7,8 +7,6 @@
 //
 // Sees only the SDK headers: builds in tree exactly as out of tree.
 #include <chrono>
-#include <cstdlib>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -21,38 +19,22 @@ double ms_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
-// Reads `bucket_mb = N` from the plugin's TOML table (the one key it has).
-double parse_bucket_mb(const std::string& toml) {
-  std::istringstream in(toml);
-  std::string line;
-  double mb = 25.0;
-  while (std::getline(in, line)) {
-    const size_t eq = line.find('=');
-    if (eq == std::string::npos) continue;
-    std::string key = line.substr(0, eq);
-    key.erase(0, key.find_first_not_of(" \t"));
-    key.erase(key.find_last_not_of(" \t") + 1);
-    if (key.empty() || key[0] == '#') continue;
-    if (key != "bucket_mb") {
-      throw partrain::sdk::Error(PARTRAIN_EINVAL,
-                                 "[plugins.dp]: unknown key '" + key + "'; the only key is bucket_mb");
-    }
-    char* end = nullptr;
-    const std::string value = line.substr(eq + 1);
-    mb = std::strtod(value.c_str(), &end);
-    if (end == value.c_str() || !(mb > 0)) {
-      throw partrain::sdk::Error(PARTRAIN_EINVAL,
-                                 "[plugins.dp] bucket_mb: need a positive number of MiB, e.g. 25");
-    }
+// [plugins.dp]: bucket_mb, a positive number of MiB.
+double parse_bucket_mb(const char* toml) {
+  const auto keys = partrain::sdk::config_numbers(toml, "dp", {"bucket_mb"});
+  const double mb = keys.count("bucket_mb") != 0 ? keys.at("bucket_mb") : 25.0;
+  if (!(mb > 0)) {
+    throw partrain::sdk::Error(PARTRAIN_EINVAL,
+                               "[plugins.dp] bucket_mb: need a positive number of MiB, e.g. 25");
   }
   return mb;
 }
 
 class DataParallel : public partrain::sdk::Strategy {
  public:
-  explicit DataParallel(const partrain_init_args_v1_t& args)
-      : comm_(*args.dp), num_grads_(args.num_grads) {
-    const double mb = parse_bucket_mb(args.config_toml != nullptr ? args.config_toml : "");
+  explicit DataParallel(const partrain_init_args_v2_t& args)
+      : comm_(*args.dp), num_grads_(args.num_params) {
+    const double mb = parse_bucket_mb(args.config_toml);
     bucket_elems_ = static_cast<size_t>(mb * (1 << 20) / sizeof(float));
     if (bucket_elems_ == 0) bucket_elems_ = 1;
   }
@@ -61,22 +43,26 @@ class DataParallel : public partrain::sdk::Strategy {
     works_.clear();
     seen_ = 0;
     lo_ = hi_ = 0;
+    base_ = nullptr;
     stats_ = {};
     started_ = false;
   }
 
   // Ranges arrive back to front; adjacent ones grow the open bucket, which is launched
-  // once it holds bucket_elems_.
-  void grads_ready(float* grads, size_t offset, size_t count) override {
+  // once it holds bucket_elems_. Stage 0: data is the gradient itself, averaged in place.
+  void grads_ready(float* data, size_t offset, size_t count, float* /*shard_grads*/) override {
     seen_ += count;
-    if (hi_ > lo_ && offset + count != lo_) launch(grads);
+    // data[0] is element `offset`: the buffer's start, for the bucket arithmetic.
+    float* grads = data - offset;
+    if (hi_ > lo_ && (offset + count != lo_ || grads != base_)) launch();
+    base_ = grads;
     if (hi_ == lo_) hi_ = offset + count;
     lo_ = offset;
-    if (hi_ - lo_ >= bucket_elems_) launch(grads);
+    if (hi_ - lo_ >= bucket_elems_) launch();
   }
 
-  void grads_done(float* grads, partrain_sync_stats_v1_t* stats) override {
-    if (hi_ > lo_) launch(grads);
+  void grads_done() override {
+    if (hi_ > lo_) launch();
     const Clock::time_point t0 = Clock::now();
     for (void* w : works_) partrain::sdk::wait(comm_, w);
     const Clock::time_point t1 = Clock::now();
@@ -88,31 +74,35 @@ class DataParallel : public partrain::sdk::Strategy {
     }
     stats_.exposed_ms = ms_between(t0, t1);
     stats_.comm_ms = started_ ? ms_between(first_launch_, t1) : 0.0;
+  }
+
+  void step_end(partrain_sync_stats_v2_t* stats) override {
     if (stats != nullptr) *stats = stats_;
   }
 
  private:
-  void launch(float* grads) {
+  void launch() {
     if (!started_) {
       started_ = true;
       first_launch_ = Clock::now();
     }
     works_.push_back(
-        partrain::sdk::start_all_reduce(comm_, grads + lo_, hi_ - lo_, PARTRAIN_REDUCE_AVG));
+        partrain::sdk::start_all_reduce(comm_, base_ + lo_, hi_ - lo_, PARTRAIN_REDUCE_AVG));
     stats_.bytes += (hi_ - lo_) * sizeof(float);
     ++stats_.collectives;
     lo_ = hi_ = 0;
   }
 
-  partrain_comm_v1_t comm_;
+  partrain_comm_v2_t comm_;
   size_t num_grads_;
+  float* base_ = nullptr;  // the gradient buffer's start
   size_t bucket_elems_ = 0;
   std::vector<void*> works_;
   size_t seen_ = 0;
   size_t lo_ = 0, hi_ = 0;  // the open bucket [lo_, hi_)
   bool started_ = false;
   Clock::time_point first_launch_;
-  partrain_sync_stats_v1_t stats_{};
+  partrain_sync_stats_v2_t stats_{};
 };
 
 }  // namespace

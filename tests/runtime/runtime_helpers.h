@@ -1,0 +1,122 @@
+// Helpers of the end-to-end runtime tests: start partrain/partraind as a user would, with
+// output in files, wait for them, read what they wrote. Shared by runtime_test.cc and
+// zero_test.cc.
+#pragma once
+
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace partrain::testing_runtime {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+inline const std::string kTiny = std::string(PARTRAIN_SOURCE_DIR) + "/etc/examples/tiny.toml";
+
+struct Proc {
+  pid_t pid = -1;
+  std::string out, err;  // files
+};
+
+// Starts argv with `env` added, stdout/stderr into files under `dir`.
+inline Proc start(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
+           const std::string& dir, const std::string& tag) {
+  Proc p;
+  p.out = dir + "/" + tag + ".out";
+  p.err = dir + "/" + tag + ".err";
+  p.pid = ::fork();
+  if (p.pid == 0) {
+    for (const auto& [k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
+    if (!std::freopen(p.out.c_str(), "w", stdout) || !std::freopen(p.err.c_str(), "w", stderr)) ::_exit(126);
+    std::vector<char*> args;
+    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    ::execv(args[0], args.data());
+    ::_exit(127);
+  }
+  return p;
+}
+
+inline int wait_exit(pid_t pid) {
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+inline std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+inline std::vector<double> losses(const std::string& metrics) {
+  std::vector<double> out;
+  std::ifstream in(metrics);
+  std::string line;
+  static const std::regex kLoss("\"loss\":([-0-9.eE+]+)");
+  while (std::getline(in, line)) {
+    std::smatch m;
+    if (std::regex_search(line, m, kLoss)) out.push_back(std::stod(m[1].str()));
+  }
+  return out;
+}
+
+class Runtime : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/partrain_runtime_XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::map<std::string, std::string> env(const std::string& run) const {
+    return {{"PARTRAIN_SITE_CONFIG", PARTRAIN_SITE_CONFIG_FILE}, {"PARTRAIN_RUN_DIR", dir_ + "/" + run},
+            {"OMP_NUM_THREADS", "1"}};
+  }
+  // partraind --standalone; returns its exit code.
+  int agent(const std::string& run, const std::string& spec, int nproc, int steps,
+            const std::string& job = kTiny) {
+    Proc p = start({PARTRAIND, "--standalone", "--nproc", std::to_string(nproc), "--partrain", spec,
+                    "--steps", std::to_string(steps), job},
+                   env(run), dir_, run);
+    const int code = wait_exit(p.pid);
+    if (code != 0) ADD_FAILURE() << slurp(p.err);
+    return code;
+  }
+  std::string dir_;
+};
+
+
+// A copy of example job `job` in `dir` with its data path made absolute and `extra` (TOML)
+// appended; returns the copy's path.
+inline std::string job_copy(const std::string& job, const std::string& dir, const std::string& name,
+                            const std::string& extra) {
+  std::string text = slurp(job);
+  const std::string data = "\"data/licenses_train.bin\"";
+  const size_t at = text.find(data);
+  EXPECT_NE(at, std::string::npos) << job;
+  if (at != std::string::npos) {
+    text.replace(at, data.size(), "\"" + fs::path(job).parent_path().string() + "/data/licenses_train.bin\"");
+  }
+  const std::string path = dir + "/" + name;
+  std::ofstream(path) << text << "\n" << extra << "\n";
+  return path;
+}
+
+}  // namespace partrain::testing_runtime
