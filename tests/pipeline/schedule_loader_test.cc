@@ -64,7 +64,7 @@ TEST_F(ScheduleLoaderTest, ShippedScheduleLoadsAsPipelineFamily) {
 }
 
 TEST_F(ScheduleLoaderTest, MissingSymbolIsRefused) {
-  // The shipped data plugin dp exports partrain_strategy_v1 but no schedule.
+  // The shipped data plugin dp exports partrain_strategy_v2 but no schedule.
   const std::string dp = install(shipped("dp"), "dp.so");
   Result<std::unique_ptr<SchedulePlugin>> p = load_schedule_plugin(dp);
   ASSERT_FALSE(p);
@@ -123,7 +123,7 @@ TEST_F(ScheduleLoaderTest, ListingDescribesSchedulesAndKeepsOtherRefusals) {
   EXPECT_TRUE((*list)[1].status);  // dp.so, a data plugin
   EXPECT_EQ((*list)[1].info.family, "data");
   EXPECT_FALSE((*list)[2].status);  // none.so: the data family's message
-  EXPECT_NE((*list)[2].status.message().find("missing symbol partrain_strategy_v1"),
+  EXPECT_NE((*list)[2].status.message().find("missing symbol partrain_strategy_v2"),
             std::string::npos);
   EXPECT_FALSE((*list)[3].status);  // sched_v9.so: the schedule family's message
   EXPECT_NE((*list)[3].status.message().find("unsupported schedule ABI version 9"),
