@@ -1,0 +1,74 @@
+// The rank's side of checkpointing, as a trainer SaveHook: every [checkpoint] every steps,
+// after the last step and at a SIGTERM stop, copy this rank's pieces of the weights and
+// Adam moments to host memory, write them as one shard file (shard_file.h) and hand the
+// piece records to a Committer (the coordinator commits once every rank's are in).
+// Restoring reads back whatever ranges this rank needs from the pieces of any layout.
+//
+// Asynchronous saving: the copy to host memory is the only stall; a background thread
+// writes and commits while training goes on. A save that falls due while the previous one
+// is still running waits for it first; the final save is waited for before run() returns.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/status.h"
+#include "engine/model/params.h"
+#include "engine/train/trainer.h"
+#include "store/manifest.h"
+#include "store/shard_file.h"
+
+namespace partrain::store {
+
+// The model's tensors under their Hugging Face names, in table order.
+std::vector<LogicalTensor> logical_tensors(const engine::model::ParamTable& table);
+
+// Restores the weights, both Adam moments, AdamW's step count and the step counters from
+// `c` (written on any dp size: each tensor is read from whichever pieces hold it).
+Status restore_trainer(engine::train::Trainer& trainer, const std::string& root, const Checkpoint& c);
+
+// Tells the coordinator that this rank's shard of step `step` is durable and waits until
+// the checkpoint is committed. The same for every rank; `state` matters from rank 0.
+class Committer {
+ public:
+  virtual ~Committer() = default;
+  virtual Status commit(const TrainState& state, int rank, std::vector<PieceRecord> pieces) = 0;
+};
+
+struct SaverOptions {
+  std::string root;        // checkpoint root. Required
+  int64_t every = 0;       // save every N steps; 0 = only the final save. Default: 0
+  int rank = 0;            // this rank (names its shard file)
+  int world = 1;           // ranks writing pieces
+  int dp = 1, dp_rank = 0; // this rank writes the dp_rank-th 1/dp slice of every tensor
+  std::string layout;      // e.g. "dp2", recorded in the state
+  bool async = false;      // write and commit on a background thread. Default: false
+};
+
+class CheckpointSaver final : public engine::train::SaveHook {
+ public:
+  CheckpointSaver(SaverOptions options, Committer* committer);
+  ~CheckpointSaver() override;  // waits for a save in flight
+
+  Status after_step(engine::train::Trainer& trainer, bool final, engine::train::StepMetrics* m) override;
+  // Waits for the save in flight, if any; its status.
+  Status wait();
+
+ private:
+  struct Snapshot;
+  Status write_and_commit(const Snapshot& s);
+
+  SaverOptions o_;
+  Committer* committer_;
+  std::thread thread_;        // the save in flight (async)
+  Status async_status_;       // its result, read after join
+  double last_mb_per_s_ = 0;  // of the last finished save
+};
+
+}  // namespace partrain::store
