@@ -4,9 +4,28 @@
 #include <fmt/format.h>
 
 #include "common/log.h"
+#include "engine/model/params.h"
+#include "store/fault.h"
+#include "store/saver.h"
 #include "store/shard_file.h"
 
 namespace partrain::store {
+
+std::string checkpoint_root(const std::string& dir, const std::string& run_dir) {
+  return dir.empty() ? run_dir + "/checkpoints" : dir;
+}
+
+CoordinatorOptions coordinator_options(const engine::ModelOptions& model,
+                                       const engine::TrainOptions& train, std::string root,
+                                       int keep, std::string version) {
+  CoordinatorOptions o;
+  o.root = std::move(root);
+  o.keep = keep;
+  o.tensors = logical_tensors(engine::model::build_param_table(model));
+  o.meta.version = std::move(version);
+  o.meta.config_hash = config_hash(o.tensors, train.seed, train.global_batch, model.seq_len);
+  return o;
+}
 
 Result<std::unique_ptr<Coordinator>> Coordinator::open(CoordinatorOptions options) {
   std::unique_ptr<Coordinator> c(new Coordinator());
@@ -59,8 +78,10 @@ Status Coordinator::commit(const Checkpoint& c) {
   }
   RunMeta meta = o_.meta;
   meta.layout = c.state.layout;
+  crash_point("before_commit", c.state.step, 0);
   Result<std::vector<int64_t>> dropped = store_->commit(c, meta, o_.keep);
   if (!dropped) return dropped.status();
+  crash_point("after_commit", c.state.step, 0);
   log::info("store", "checkpoint of step {} committed: {} pieces, {:.2f} MiB from {} ranks", c.state.step,
             c.pieces.size(), static_cast<double>(c.total_bytes()) / (1 << 20), c.state.world);
   for (int64_t step : *dropped) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "engine/options.h"
 #include "store/manifest.h"
 #include "store/state_store.h"
 
@@ -21,6 +22,15 @@ struct CoordinatorOptions {
   std::vector<LogicalTensor> tensors;  // the model's tensors: every commit must cover them
   RunMeta meta;                        // this run's version, config hash and layout
 };
+
+// The checkpoint root of a run: [checkpoint] dir, or <run_dir>/checkpoints when empty.
+std::string checkpoint_root(const std::string& dir, const std::string& run_dir);
+
+// The options for a run of `model` trained with `train`: the model's tensors (from its
+// parameter table) and the config hash over them, the seed, global batch and seq_len.
+CoordinatorOptions coordinator_options(const engine::ModelOptions& model,
+                                       const engine::TrainOptions& train, std::string root,
+                                       int keep, std::string version);
 
 class Coordinator {
  public:

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "common/log.h"
+#include "store/fault.h"
 
 namespace partrain::store {
 namespace {
@@ -84,6 +85,7 @@ Status CheckpointSaver::write_and_commit(const Snapshot& s) {
 
 Status CheckpointSaver::after_step(train::Trainer& trainer, bool final, train::StepMetrics* m) {
   const int64_t step = trainer.steps_done();
+  crash_point("after_step", step, o_.rank);
   const bool due = final || (o_.every > 0 && step % o_.every == 0);
   if (!due) return Status::ok();
   const auto t0 = Clock::now();

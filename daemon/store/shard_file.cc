@@ -13,6 +13,7 @@
 
 #include "engine/io/atomic_file.h"
 #include "store/crc32c.h"
+#include "store/fault.h"
 
 namespace partrain::store {
 namespace {
@@ -77,6 +78,13 @@ Result<std::vector<PieceRecord>> write_shard(const std::string& root, int64_t st
     parts.push_back({p.data, r.bytes});
     offset += r.bytes;
     out.push_back(std::move(r));
+  }
+  if (fault_armed("shard_write", step, rank) && !parts.empty()) {
+    // Die with half the shard in its temp file, as a kill -9 during the write would.
+    const std::string tmp = fmt::format("{}/{}.tmp.{}", root, rel, ::getpid());
+    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd >= 0) (void)!::write(fd, parts[0].data, parts[0].size / 2);
+    crash_point("shard_write", step, rank);
   }
   Status s = engine::io::write_file_atomic(root + "/" + rel, parts.data(), parts.size());
   if (!s) {
