@@ -10,6 +10,8 @@
 #include "engine/backend.h"
 #include "engine/model/model.h"
 #include "engine/train/trainer.h"
+#include "common/log.h"
+#include "store/shard_file.h"
 #include "worker/comm_adapter.h"
 
 namespace partrain::worker {
@@ -146,7 +148,33 @@ Status train_data_parallel(const DataParallelRun& run) {
   }
   DataParallelHooks hooks(run, &plugin);
   (*trainer)->set_hooks(&hooks);
-  return (*trainer)->run();
+  // Resume: every rank reads the whole weights and moments back from the pieces (written
+  // on any dp size); the step fixes the data, dropout and learning rate from there on.
+  if (run.resume != nullptr) {
+    PARTRAIN_RETURN_IF_ERROR(store::restore_trainer(**trainer, run.ckpt_root, *run.resume));
+    if (run.rank == 0) {
+      log::info("worker", "resuming at step {} from {}/{} (written by {}, sample {}, epoch {})",
+                run.resume->state.step, run.ckpt_root, store::step_folder(run.resume->state.step),
+                run.resume->state.layout.empty() ? "one rank" : run.resume->state.layout,
+                run.resume->state.consumed_samples, run.resume->state.epoch);
+    }
+  }
+  std::unique_ptr<store::CheckpointSaver> saver;
+  if (run.committer != nullptr) {
+    store::SaverOptions so;
+    so.root = run.ckpt_root;
+    so.every = job.checkpoint.every;
+    so.rank = run.rank;
+    so.world = run.world;
+    so.dp = run.dp;
+    so.dp_rank = run.dp_rank;
+    so.layout = job.parallelism.to_string();
+    so.async = job.checkpoint.async;
+    saver = std::make_unique<store::CheckpointSaver>(so, run.committer);
+    (*trainer)->set_save_hook(saver.get());
+  }
+  PARTRAIN_RETURN_IF_ERROR((*trainer)->run());
+  return saver ? saver->wait() : Status::ok();
 }
 
 }  // namespace partrain::worker
