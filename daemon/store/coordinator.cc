@@ -11,10 +11,6 @@
 
 namespace partrain::store {
 
-std::string checkpoint_root(const std::string& dir, const std::string& run_dir) {
-  return dir.empty() ? run_dir + "/checkpoints" : dir;
-}
-
 CoordinatorOptions coordinator_options(const engine::ModelOptions& model,
                                        const engine::TrainOptions& train, std::string root,
                                        int keep, std::string version) {

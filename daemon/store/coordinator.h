@@ -23,9 +23,6 @@ struct CoordinatorOptions {
   RunMeta meta;                        // this run's version, config hash and layout
 };
 
-// The checkpoint root of a run: [checkpoint] dir, or <run_dir>/checkpoints when empty.
-std::string checkpoint_root(const std::string& dir, const std::string& run_dir);
-
 // The options for a run of `model` trained with `train`: the model's tensors (from its
 // parameter table) and the config hash over them, the seed, global batch and seq_len.
 CoordinatorOptions coordinator_options(const engine::ModelOptions& model,

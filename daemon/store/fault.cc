@@ -1,6 +1,7 @@
 // See fault.h.
 #include "store/fault.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -15,8 +16,15 @@ bool fault_armed(const char* point, int64_t step, int rank) {
   if (spec == nullptr || *spec == '\0') return false;
   const std::string s = spec;
   const std::string head = std::string(point) + ":" + std::to_string(step);
-  if (s == head) return true;
-  return s == head + ":" + std::to_string(rank);
+  if (s != head && s != head + ":" + std::to_string(rank)) return false;
+  // PARTRAIN_FAULT_ONCE=FILE: only the first process to get here dies (it creates FILE), so a
+  // restarted worker group runs past the same point.
+  if (const char* once = std::getenv("PARTRAIN_FAULT_ONCE"); once != nullptr && *once != '\0') {
+    const int fd = ::open(once, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0) return false;
+    ::close(fd);
+  }
+  return true;
 }
 
 void crash_point(const char* point, int64_t step, int rank) {

@@ -3,6 +3,9 @@
 // itself with SIGKILL there, the same death as kill -9 or the OOM killer, at an instant a
 // test could not hit by timing. Unset (always, outside tests) it costs one getenv.
 //
+// With PARTRAIN_FAULT_ONCE=FILE only the first process that reaches the point dies (a
+// restarted group runs past it).
+//
 // Points: after_step (a step finished, before any save), shard_write (half of the shard
 // written under its temp name), before_commit (every shard durable, the WriteBatch not
 // yet written), after_commit (written, retention and the acknowledgement not yet done).

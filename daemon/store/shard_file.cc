@@ -48,6 +48,10 @@ Result<size_t> read_at(int fd, const std::string& path, uint64_t offset, void* d
 
 }  // namespace
 
+std::string checkpoint_root(const std::string& dir, const std::string& run_dir) {
+  return dir.empty() ? run_dir + "/checkpoints" : dir;
+}
+
 std::string step_folder(int64_t step) { return fmt::format("step-{:012d}", step); }
 
 int64_t parse_step_folder(const std::string& name) {

@@ -19,6 +19,9 @@
 
 namespace partrain::store {
 
+// The checkpoint root of a run: [checkpoint] dir, or <run_dir>/checkpoints when empty.
+std::string checkpoint_root(const std::string& dir, const std::string& run_dir);
+
 // "step-000000000008": the folder of step 8's shards.
 std::string step_folder(int64_t step);
 // The step of a folder name made by step_folder, or -1.

@@ -40,6 +40,11 @@ Result<std::unique_ptr<StateStore>> StateStore::open(const std::string& root, bo
   // A WAL cut mid-record (a crash while writing) recovers to the last whole batch.
   o.wal_recovery_mode = rocksdb::WALRecoveryMode::kPointInTimeRecovery;
   o.keep_log_file_num = 2;
+  // The store holds kilobytes: no megabytes of preallocated WAL and MANIFEST that would
+  // make a nearly full checkpoint disk fail on the store instead of the shard write.
+  o.write_buffer_size = 1 << 20;
+  o.manifest_preallocation_size = 64 << 10;
+  o.allow_fallocate = false;
   o.max_open_files = 64;
   if (!read_only) {
     std::error_code ec;

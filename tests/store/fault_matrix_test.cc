@@ -1,0 +1,290 @@
+// The fault matrix, through the real commands (`partrain run`, which starts partraind and
+// its workers for --nproc): a run is killed or damaged at a chosen instant, the same command
+// is run again, and it must resume by itself from the newest checkpoint that verifies with
+// no committed step lost, and its metrics.jsonl must equal an uninterrupted run's: the
+// loss and grad_norm text of every step bit for bit on the same layout, within 1e-5
+// relative on another dp size. Crashes at exact instants use PARTRAIN_FAULT (store/fault.h):
+// the process kills itself with SIGKILL there, as kill -9 would.
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace {
+
+namespace fs = std::filesystem;
+constexpr int kSteps = 12;  // checkpoints at 4, 8 and 12
+
+struct Proc {
+  pid_t pid = -1;
+  std::string out, err;
+};
+
+Proc start(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
+           const std::string& dir, const std::string& tag) {
+  Proc p;
+  p.out = dir + "/" + tag + ".out";
+  p.err = dir + "/" + tag + ".err";
+  p.pid = ::fork();
+  if (p.pid == 0) {
+    for (const auto& [k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
+    if (!std::freopen(p.out.c_str(), "w", stdout) || !std::freopen(p.err.c_str(), "w", stderr)) ::_exit(126);
+    std::vector<char*> args;
+    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    ::execv(args[0], args.data());
+    ::_exit(127);
+  }
+  return p;
+}
+
+int wait_exit(pid_t pid) {
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Per step: the "loss" and "grad_norm" values as written (shortest round-trip text).
+struct Point {
+  std::string loss, grad_norm;
+};
+std::vector<Point> trajectory(const std::string& metrics) {
+  std::vector<Point> out;
+  std::ifstream in(metrics);
+  std::string line;
+  static const std::regex kRe("\"step\":([0-9]+),\"loss\":([^,]+),\"lr\":[^,]+,\"grad_norm\":([^,]+),");
+  while (std::getline(in, line)) {
+    std::smatch m;
+    if (!std::regex_search(line, m, kRe)) continue;
+    EXPECT_EQ(std::stoi(m[1].str()), static_cast<int>(out.size()) + 1) << metrics << ": steps out of order";
+    out.push_back({m[2].str(), m[3].str()});
+  }
+  return out;
+}
+
+// The step a run resumed at, from its log, or -1.
+int resumed_at(const std::string& log) {
+  static const std::regex kRe("resum(?:e|ing) at step ([0-9]+)");
+  std::smatch m;
+  return std::regex_search(log, m, kRe) ? std::stoi(m[1].str()) : -1;
+}
+
+class FaultMatrix : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/partrain_faults_XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override {
+    if (!mounted_.empty()) ::umount2(mounted_.c_str(), MNT_DETACH);
+    fs::remove_all(dir_);
+  }
+
+  // The demo job with checkpoints every 4 steps; `extra` goes into [checkpoint].
+  std::string job(const std::string& name, const std::string& extra = "") {
+    const std::string src = std::string(PARTRAIN_SOURCE_DIR) + "/etc/examples/tiny.toml";
+    std::string text = slurp(src);
+    const std::string data = "\"data/licenses_train.bin\"";
+    text.replace(text.find(data), data.size(),
+                 "\"" + std::string(PARTRAIN_SOURCE_DIR) + "/etc/examples/data/licenses_train.bin\"");
+    text.replace(text.find("every = 0"), 9, "every = 4\n" + extra);
+    const std::string path = dir_ + "/" + name + ".toml";
+    std::ofstream(path) << text;
+    return path;
+  }
+  // `partrain run JOB --steps 12 [--partrain=SPEC --nproc N]` into run folder `run`.
+  int run(const std::string& job_path, const std::string& run, const std::string& spec, int nproc,
+          std::map<std::string, std::string> env = {}, std::string* log = nullptr) {
+    std::vector<std::string> argv{PARTRAIN_CLI, "run", job_path, "--steps", std::to_string(kSteps)};
+    if (nproc > 0) {
+      argv.push_back("--partrain=" + spec);
+      argv.push_back("--nproc");
+      argv.push_back(std::to_string(nproc));
+    }
+    env["PARTRAIN_SITE_CONFIG"] = PARTRAIN_SITE_CONFIG_FILE;
+    env["PARTRAIN_RUN_DIR"] = dir_ + "/" + run;
+    env["OMP_NUM_THREADS"] = "1";
+    Proc p = start(argv, env, dir_, run + "." + std::to_string(++runs_));
+    const int code = wait_exit(p.pid);
+    if (log != nullptr) *log = slurp(p.err) + slurp(p.out);
+    return code;
+  }
+  // The uninterrupted run of a layout, once per test.
+  std::vector<Point> reference(const std::string& spec, int nproc) {
+    std::string log;
+    const std::string r = "ref" + std::to_string(nproc);
+    EXPECT_EQ(run(job("ref"), r, spec, nproc, {}, &log), 0) << log;
+    std::vector<Point> t = trajectory(dir_ + "/" + r + "/metrics.jsonl");
+    EXPECT_EQ(t.size(), static_cast<size_t>(kSteps));
+    return t;
+  }
+  void expect_same(const std::vector<Point>& ref, const std::string& run) {
+    const std::vector<Point> got = trajectory(dir_ + "/" + run + "/metrics.jsonl");
+    ASSERT_EQ(got.size(), ref.size()) << run;
+    for (size_t i = 0; i < ref.size(); ++i) {
+      EXPECT_EQ(got[i].loss, ref[i].loss) << run << " step " << i + 1;
+      EXPECT_EQ(got[i].grad_norm, ref[i].grad_norm) << run << " step " << i + 1;
+    }
+  }
+  // Crashes `run` with PARTRAIN_FAULT=fault, runs the same command again and checks that it
+  // resumed at `expect_resume` and ends on the uninterrupted trajectory.
+  void crash_and_resume(const std::string& fault, int expect_resume, const std::string& spec, int nproc) {
+    const std::vector<Point> ref = reference(spec, nproc);
+    const std::string j = job("crash");
+    std::string log;
+    EXPECT_NE(run(j, "crash", spec, nproc, {{"PARTRAIN_FAULT", fault}}, &log), 0) << log;
+    EXPECT_NE(log.find("PARTRAIN_FAULT: killing"), std::string::npos) << log;
+    ASSERT_EQ(run(j, "crash", spec, nproc, {}, &log), 0) << log;
+    EXPECT_EQ(resumed_at(log), expect_resume) << log;
+    expect_same(ref, "crash");
+    std::printf("fault case %s on %s: resumed at step %d, committed steps lost 0\n", fault.c_str(),
+                nproc > 0 ? spec.c_str() : "one rank", resumed_at(log));
+  }
+
+  std::string dir_, mounted_;
+  int runs_ = 0;
+};
+
+TEST_F(FaultMatrix, OneRankKilledAtAStepResumesBitIdentical) {
+  crash_and_resume("after_step:6", 4, "", 0);
+}
+
+TEST_F(FaultMatrix, WorkerKilledAtAStepResumesBitIdentical) {
+  crash_and_resume("after_step:7:1", 4, "dp2", 2);
+}
+
+// Rank 1 dies with half its shard of step 8 written: step 8 never committed, step 4 is used
+// and the half-written folder is removed.
+TEST_F(FaultMatrix, WorkerKilledDuringACheckpointWrite) {
+  crash_and_resume("shard_write:8:1", 4, "dp2", 2);
+  EXPECT_TRUE(fs::exists(dir_ + "/crash/checkpoints/step-000000000012/rank-00001.bin"));
+  for (const auto& e : fs::recursive_directory_iterator(dir_ + "/crash/checkpoints")) {
+    EXPECT_EQ(e.path().string().find(".tmp."), std::string::npos) << e.path();
+  }
+}
+
+// The coordinator (the agent, which `partrain run --nproc` is) dies while it commits: before
+// the WriteBatch the step does not exist; after it, the step is kept.
+TEST_F(FaultMatrix, CoordinatorKilledWhileCommitting) {
+  crash_and_resume("before_commit:8", 4, "dp2", 2);
+  fs::remove_all(dir_ + "/crash");
+  crash_and_resume("after_commit:8", 8, "dp2", 2);
+}
+
+TEST_F(FaultMatrix, CorruptAndTruncatedShardsFallBackToThePreviousCheckpoint) {
+  const std::vector<Point> ref = reference("dp2", 2);
+  const std::string j = job("damage");
+  std::string log;
+  ASSERT_EQ(run(j, "damage", "dp2", 2, {{"PARTRAIN_FAULT", "after_step:10:0"}}, &log), 75) << log;
+  // Flip one byte of step 8's rank-1 shard.
+  const std::string shard8 = dir_ + "/damage/checkpoints/step-000000000008/rank-00001.bin";
+  {
+    std::fstream f(shard8, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(1000);
+    const char c = static_cast<char>(f.get());
+    f.seekp(1000);
+    f.put(static_cast<char>(c ^ 0x40));
+  }
+  ASSERT_EQ(run(j, "damage", "dp2", 2, {{"PARTRAIN_FAULT", "after_step:7:0"}}, &log), 75) << log;
+  EXPECT_EQ(resumed_at(log), 4) << log;
+  EXPECT_NE(log.find(shard8 + ": checksum mismatch"), std::string::npos) << log;
+  EXPECT_NE(log.find("expected CRC-32C"), std::string::npos) << log;
+  // Now cut step 4's rank-0 shard: the run falls back to no checkpoint and starts over.
+  const std::string shard4 = dir_ + "/damage/checkpoints/step-000000000004/rank-00000.bin";
+  fs::resize_file(shard4, fs::file_size(shard4) / 3);
+  ASSERT_EQ(run(j, "damage", "dp2", 2, {}, &log), 0) << log;
+  EXPECT_NE(log.find(shard4 + ": truncated"), std::string::npos) << log;
+  EXPECT_EQ(resumed_at(log), -1) << log;
+  expect_same(ref, "damage");
+}
+
+// A tmpfs too small for the second checkpoint: the save fails naming the disk, step 4 stays
+// committed, and with room again the same command resumes from it.
+TEST_F(FaultMatrix, DiskFullDuringASave) {
+  const std::vector<Point> ref = reference("dp2", 2);
+  const std::string mnt = dir_ + "/small";
+  fs::create_directories(mnt);
+  if (::mount("tmpfs", mnt.c_str(), "tmpfs", 0, "size=7m") != 0) {
+    GTEST_SKIP() << "cannot mount a tmpfs (needs root): " << std::strerror(errno);
+  }
+  mounted_ = mnt;
+  const std::string j = job("full", "dir = \"" + mnt + "/ckpt\"\n");
+  std::string log;
+  EXPECT_NE(run(j, "full", "dp2", 2, {}, &log), 0) << log;
+  EXPECT_NE(log.find("No space left on device"), std::string::npos) << log;
+  ASSERT_EQ(::mount("tmpfs", mnt.c_str(), "tmpfs", MS_REMOUNT, "size=64m"), 0) << std::strerror(errno);
+  ASSERT_EQ(run(j, "full", "dp2", 2, {}, &log), 0) << log;
+  EXPECT_EQ(resumed_at(log), 4) << log;
+  EXPECT_NE(log.find("left by a save that never committed"), std::string::npos) << log;
+  expect_same(ref, "full");
+}
+
+// The RocksDB write-ahead log cut in the middle of the last commit's record (a crash while
+// RocksDB wrote it, before the synced write returned): the store recovers to the commit
+// before it, and the run resumes there.
+TEST_F(FaultMatrix, WalCutMidWrite) {
+  const std::vector<Point> ref = reference("", 0);
+  const std::string j = job("wal");
+  std::string log;
+  ASSERT_NE(run(j, "wal", "", 0, {{"PARTRAIN_FAULT", "after_step:10"}}, &log), 0) << log;
+  std::string wal;
+  for (const auto& e : fs::directory_iterator(dir_ + "/wal/checkpoints/state.db")) {
+    if (e.path().extension() == ".log" && (wal.empty() || e.path().string() > wal)) wal = e.path().string();
+  }
+  ASSERT_FALSE(wal.empty());
+  const uintmax_t size = fs::file_size(wal);
+  ASSERT_GT(size, 1000u);
+  fs::resize_file(wal, size * 3 / 4);  // inside the second of the two commit records
+  ASSERT_EQ(run(j, "wal", "", 0, {}, &log), 0) << log;
+  EXPECT_EQ(resumed_at(log), 4) << log;
+  expect_same(ref, "wal");
+}
+
+// Elastic: saved on dp2, resumed on dp4, then back on dp2; the trajectory stays within
+// fp32 tolerance of the uninterrupted dp2 run (the all-reduce sums in another order).
+TEST_F(FaultMatrix, ResumesOnAnotherDataParallelSize) {
+  const std::vector<Point> ref = reference("dp2", 2);
+  const std::string j = job("elastic");
+  std::string log;
+  ASSERT_EQ(run(j, "elastic", "dp2", 2, {{"PARTRAIN_FAULT", "after_step:6:1"}}, &log), 75) << log;
+  ASSERT_EQ(run(j, "elastic", "dp4,mb=1", 4, {{"PARTRAIN_FAULT", "after_step:10:3"}}, &log), 75) << log;
+  EXPECT_EQ(resumed_at(log), 4) << log;
+  ASSERT_EQ(run(j, "elastic", "dp2", 2, {}, &log), 0) << log;
+  EXPECT_EQ(resumed_at(log), 8) << log;
+  const std::vector<Point> got = trajectory(dir_ + "/elastic/metrics.jsonl");
+  ASSERT_EQ(got.size(), ref.size());
+  for (size_t i = 0; i < ref.size(); ++i) {
+    const double a = std::stod(got[i].loss), b = std::stod(ref[i].loss);
+    EXPECT_LE(std::fabs(a - b), 1e-5 * std::fabs(b)) << "step " << i + 1;
+    const double ga = std::stod(got[i].grad_norm), gb = std::stod(ref[i].grad_norm);
+    EXPECT_LE(std::fabs(ga - gb), 1e-5 * std::fabs(gb)) << "step " << i + 1;
+  }
+  // Steps 1..4 were trained on dp2 before the first crash: exactly the reference.
+  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(got[i].loss, ref[i].loss);
+}
+
+}  // namespace
