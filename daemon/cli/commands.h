@@ -14,12 +14,14 @@ void register_layout(CLI::App& app, CommandResult* result);
 void register_data(CLI::App& app, CommandResult* result);
 void register_run(CLI::App& app, CommandResult* result);
 void register_plugins(CLI::App& app, CommandResult* result);
+void register_ckpt(CLI::App& app, CommandResult* result);
 
 inline void register_commands(CLI::App& app, CommandResult* result) {
   register_layout(app, result);
   register_data(app, result);
   register_run(app, result);
   register_plugins(app, result);
+  register_ckpt(app, result);
 }
 
 }  // namespace partrain::cli

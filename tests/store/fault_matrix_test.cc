@@ -118,8 +118,10 @@ class FaultMatrix : public ::testing::Test {
   }
   // `partrain run JOB --steps 12 [--partrain=SPEC --nproc N]` into run folder `run`.
   int run(const std::string& job_path, const std::string& run, const std::string& spec, int nproc,
-          std::map<std::string, std::string> env = {}, std::string* log = nullptr) {
+          std::map<std::string, std::string> env = {}, std::string* log = nullptr,
+          const std::vector<std::string>& extra = {}) {
     std::vector<std::string> argv{PARTRAIN_CLI, "run", job_path, "--steps", std::to_string(kSteps)};
+    argv.insert(argv.end(), extra.begin(), extra.end());
     if (nproc > 0) {
       argv.push_back("--partrain=" + spec);
       argv.push_back("--nproc");
@@ -131,6 +133,15 @@ class FaultMatrix : public ::testing::Test {
     Proc p = start(argv, env, dir_, run + "." + std::to_string(++runs_));
     const int code = wait_exit(p.pid);
     if (log != nullptr) *log = slurp(p.err) + slurp(p.out);
+    return code;
+  }
+  // `partrain ARGS...`; its exit code, stdout + stderr in *out.
+  int cli(const std::vector<std::string>& args, std::string* out) {
+    std::vector<std::string> argv{PARTRAIN_CLI};
+    argv.insert(argv.end(), args.begin(), args.end());
+    Proc p = start(argv, {}, dir_, "cli." + std::to_string(++runs_));
+    const int code = wait_exit(p.pid);
+    *out = slurp(p.out) + slurp(p.err);
     return code;
   }
   // The uninterrupted run of a layout, once per test.
@@ -285,6 +296,30 @@ TEST_F(FaultMatrix, ResumesOnAnotherDataParallelSize) {
   }
   // Steps 1..4 were trained on dp2 before the first crash: exactly the reference.
   for (size_t i = 0; i < 4; ++i) EXPECT_EQ(got[i].loss, ref[i].loss);
+}
+
+// partrain ckpt: list shows the three kept checkpoints, verify names a damaged piece,
+// export writes the same safetensors as `partrain run --save` of the same run.
+TEST_F(FaultMatrix, CkptListVerifyExport) {
+  const std::string j = job("tools");
+  std::string log, out;
+  ASSERT_EQ(run(j, "tools", "", 0, {}, &log, {"--save", dir_ + "/final.safetensors"}), 0) << log;
+  const std::string rd = dir_ + "/tools";
+  ASSERT_EQ(cli({"ckpt", "list", rd}, &out), 0) << out;
+  EXPECT_TRUE(std::regex_search(out, std::regex("\\n +12 +5\\.01 +1 +192 .*\\(newest\\)\\n +8 +5\\.01 .*\\n +4 +5\\.01")))
+      << out;
+  ASSERT_EQ(cli({"ckpt", "verify", rd}, &out), 0) << out;
+  ASSERT_EQ(cli({"ckpt", "export", rd, "--job", j, "-o", dir_ + "/exported.safetensors"}, &out), 0) << out;
+  EXPECT_EQ(slurp(dir_ + "/exported.safetensors"), slurp(dir_ + "/final.safetensors"));
+  EXPECT_GT(fs::file_size(dir_ + "/final.safetensors"), 437760u * 4);
+  ASSERT_EQ(cli({"ckpt", "export", rd, "--job", j, "--step", "5", "-o", dir_ + "/x.safetensors"}, &out), 2) << out;
+  EXPECT_NE(out.find("no committed checkpoint of step 5"), std::string::npos) << out;
+  const std::string shard = rd + "/checkpoints/step-000000000008/rank-00000.bin";
+  fs::resize_file(shard, fs::file_size(shard) - 1);
+  EXPECT_EQ(cli({"ckpt", "verify", rd}, &out), 1) << out;
+  EXPECT_NE(out.find("step 8: DAMAGED: " + shard + ": truncated"), std::string::npos) << out;
+  EXPECT_NE(out.find("step 12: ok"), std::string::npos) << out;
+  EXPECT_EQ(cli({"ckpt", "list", dir_ + "/nothing"}, &out), 2) << out;
 }
 
 }  // namespace
