@@ -41,6 +41,7 @@ Proc start(const std::vector<std::string>& argv, const std::map<std::string, std
   Proc p;
   p.out = dir + "/" + tag + ".out";
   p.err = dir + "/" + tag + ".err";
+  std::fflush(nullptr);  // or the child's freopen writes our buffered output a second time
   p.pid = ::fork();
   if (p.pid == 0) {
     for (const auto& [k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
@@ -84,6 +85,8 @@ std::vector<Point> trajectory(const std::string& metrics) {
   }
   return out;
 }
+
+std::string fmt_step(size_t step) { return "checkpoint of step " + std::to_string(step); }
 
 // The step a run resumed at, from its log, or -1.
 int resumed_at(const std::string& log) {
@@ -296,6 +299,59 @@ TEST_F(FaultMatrix, ResumesOnAnotherDataParallelSize) {
   }
   // Steps 1..4 were trained on dp2 before the first crash: exactly the reference.
   for (size_t i = 0; i < 4; ++i) EXPECT_EQ(got[i].loss, ref[i].loss);
+}
+
+// In-job restart: the agent replaces a dead worker's group from the newest checkpoint
+// ([checkpoint] max_restarts) and the run finishes in the same command.
+TEST_F(FaultMatrix, AgentRestartsTheWorkerGroupInTheJob) {
+  const std::vector<Point> ref = reference("dp2", 2);
+  const std::string j = job("restart", "max_restarts = 2\n");
+  std::string log;
+  ASSERT_EQ(run(j, "restart", "dp2", 2,
+                {{"PARTRAIN_FAULT", "after_step:7:1"}, {"PARTRAIN_FAULT_ONCE", dir_ + "/fired"}}, &log), 0)
+      << log;
+  EXPECT_NE(log.find("restarting the worker group from the newest checkpoint (restart 1 of 2)"), std::string::npos)
+      << log;
+  EXPECT_EQ(resumed_at(log), 4) << log;
+  expect_same(ref, "restart");
+  // A fault that comes back every time: max_restarts restarts, then exit 75 for Slurm.
+  const std::string j1 = job("again", "max_restarts = 1\n");
+  EXPECT_EQ(run(j1, "again", "dp2", 2, {{"PARTRAIN_FAULT", "after_step:6:1"}}, &log), 75) << log;
+  EXPECT_NE(log.find("(restart 1 of 1)"), std::string::npos) << log;
+  EXPECT_EQ(log.find("(restart 2 of"), std::string::npos) << log;
+}
+
+// SIGTERM (Slurm's warning before a time limit or preemption): every rank stops at one
+// step boundary, that step is saved and committed, exit 75; the re-run resumes there.
+TEST_F(FaultMatrix, SigtermSavesAtAStepBoundary) {
+  for (const auto& [spec, nproc] : std::vector<std::pair<std::string, int>>{{"", 0}, {"dp2", 2}}) {
+    const std::vector<Point> ref = reference(spec, nproc);
+    const std::string j = job("term");
+    fs::remove_all(dir_ + "/term");
+    std::vector<std::string> argv{PARTRAIN_CLI, "run", j, "--steps", std::to_string(kSteps)};
+    if (nproc > 0) {
+      argv.insert(argv.end(), {"--partrain=" + spec, "--nproc", std::to_string(nproc)});
+    }
+    Proc p = start(argv, {{"PARTRAIN_SITE_CONFIG", PARTRAIN_SITE_CONFIG_FILE}, {"PARTRAIN_RUN_DIR", dir_ + "/term"},
+                          {"OMP_NUM_THREADS", "1"}}, dir_, "term" + std::to_string(nproc));
+    // Once two steps are logged, ask it to stop.
+    const auto t0 = std::chrono::steady_clock::now();
+    while (trajectory(dir_ + "/term/metrics.jsonl").size() < 2 &&
+           std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    ::kill(p.pid, SIGTERM);
+    ASSERT_EQ(wait_exit(p.pid), 75) << slurp(p.err);
+    const size_t stopped = trajectory(dir_ + "/term/metrics.jsonl").size();
+    ASSERT_LT(stopped, static_cast<size_t>(kSteps));
+    EXPECT_NE(slurp(p.err).find(fmt_step(stopped) + " committed"), std::string::npos) << slurp(p.err);
+    std::string log;
+    ASSERT_EQ(run(j, "term", spec, nproc, {}, &log), 0) << log;
+    EXPECT_EQ(resumed_at(log), static_cast<int>(stopped)) << log;
+    expect_same(ref, "term");
+    std::printf("SIGTERM on %s: stopped and saved at step %zu, resumed there\n", nproc ? spec.c_str() : "one rank",
+                stopped);
+  }
 }
 
 // partrain ckpt: list shows the three kept checkpoints, verify names a damaged piece,
