@@ -90,7 +90,11 @@ Status CheckpointSaver::after_step(train::Trainer& trainer, bool final, train::S
   if (!due) return Status::ok();
   const auto t0 = Clock::now();
   // The previous save first: saves never overlap.
+  const bool pending = thread_.joinable();
   PARTRAIN_RETURN_IF_ERROR(wait());
+  if (pending && o_.rank == 0) {
+    log::info("store", "checkpoint of step {}: waited {:.1f} ms for the previous save to finish", step, ms_since(t0));
+  }
   // Copy this rank's slices of the weights and moments to host memory.
   auto snap = std::make_shared<Snapshot>();
   const engine::TrainOptions& tr = trainer.options().train;
@@ -121,12 +125,13 @@ Status CheckpointSaver::after_step(train::Trainer& trainer, bool final, train::S
     snap->data.push_back(std::move(data));
   }
   if (o_.async && !final) {
+    m->save_mb_per_s = last_mb_per_s_;  // of the previous save: this one is still running
     thread_ = std::thread([this, snap] { async_status_ = write_and_commit(*snap); });
   } else {
     PARTRAIN_RETURN_IF_ERROR(write_and_commit(*snap));
+    m->save_mb_per_s = last_mb_per_s_;
   }
   m->save_stall_ms = ms_since(t0);
-  m->save_mb_per_s = last_mb_per_s_;
   return Status::ok();
 }
 

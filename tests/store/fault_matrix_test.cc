@@ -166,9 +166,10 @@ class FaultMatrix : public ::testing::Test {
   }
   // Crashes `run` with PARTRAIN_FAULT=fault, runs the same command again and checks that it
   // resumed at `expect_resume` and ends on the uninterrupted trajectory.
-  void crash_and_resume(const std::string& fault, int expect_resume, const std::string& spec, int nproc) {
+  void crash_and_resume(const std::string& fault, int expect_resume, const std::string& spec, int nproc,
+                        const std::string& extra = "") {
     const std::vector<Point> ref = reference(spec, nproc);
-    const std::string j = job("crash");
+    const std::string j = job("crash", extra);
     std::string log;
     EXPECT_NE(run(j, "crash", spec, nproc, {{"PARTRAIN_FAULT", fault}}, &log), 0) << log;
     EXPECT_NE(log.find("PARTRAIN_FAULT: killing"), std::string::npos) << log;
@@ -189,6 +190,11 @@ TEST_F(FaultMatrix, OneRankKilledAtAStepResumesBitIdentical) {
 
 TEST_F(FaultMatrix, WorkerKilledAtAStepResumesBitIdentical) {
   crash_and_resume("after_step:7:1", 4, "dp2", 2);
+}
+
+// The same with synchronous saves (written and committed before the next step).
+TEST_F(FaultMatrix, SynchronousSavesResumeBitIdentical) {
+  crash_and_resume("after_step:10:0", 8, "dp2", 2, "async = false\n");
 }
 
 // Rank 1 dies with half its shard of step 8 written: step 8 never committed, step 4 is used
