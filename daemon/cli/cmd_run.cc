@@ -11,6 +11,8 @@
 // (from [training] seed), or the weights of --from re-checked against [model] and
 // rewritten as F32. With --nproc N, run starts one local partraind agent (daemon/agent)
 // that trains the SPEC on N worker ranks (CPU, data-parallel layouts for now).
+// Both save checkpoints as [checkpoint] says and resume from the newest committed one
+// that verifies (daemon/store); on one rank this process is the coordinator.
 #include <signal.h>
 #include <unistd.h>
 
@@ -156,6 +158,10 @@ int run_train(const RunArgs& a) {
   if (!t) return fail(t.status());
   if (*resume) {
     const store::Checkpoint& c = **resume;
+    if (!o.init_path.empty()) {
+      log::warn("store", "--init {} is not used: the run resumes from its checkpoint of step {}", o.init_path,
+                c.state.step);
+    }
     if (Status s = store::restore_trainer(**t, (*coord)->store().root(), c); !s) return fail(s);
     log::info("store", "resuming at step {} from {}/{} (written by {}, sample {}, epoch {})", c.state.step,
               (*coord)->store().root(), store::step_folder(c.state.step),
@@ -196,7 +202,8 @@ void register_run(CLI::App& app, CommandResult* result) {
   auto args = std::make_shared<RunArgs>();
   CLI::App* run = app.add_subcommand(
       "run", "Train the job's model on one rank (CPU or one GPU). One line per step; "
-             "metrics in <run_dir>/metrics.jsonl.");
+             "metrics in <run_dir>/metrics.jsonl. Saves checkpoints ([checkpoint]) and "
+             "resumes from the newest committed one.");
   run->add_option("job", args->job, "job file (TOML)")->required()->check(CLI::ExistingFile);
   run->add_option("--steps", args->steps, "optimizer steps (overrides [training] steps)")
       ->check(CLI::PositiveNumber);
