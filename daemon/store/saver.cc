@@ -1,6 +1,8 @@
 // See saver.h.
 #include "store/saver.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "common/log.h"
@@ -25,22 +27,55 @@ std::vector<LogicalTensor> logical_tensors(const engine::model::ParamTable& tabl
   return out;
 }
 
-Status restore_trainer(train::Trainer& trainer, const std::string& root, const Checkpoint& c) {
-  engine::model::Model& model = trainer.model();
-  const auto& specs = model.table().specs();
-  PARTRAIN_RETURN_IF_ERROR(check_complete(c.pieces, logical_tensors(model.table())));
-  const size_t n = static_cast<size_t>(model.num_params());
-  std::vector<float> host(n);
-  engine::Backend& be = model.backend();
-  const engine::Tensor targets[] = {model.params(), trainer.optimizer().exp_avg(),
-                                    trainer.optimizer().exp_avg_sq()};
-  for (size_t r = 0; r < 3; ++r) {
-    for (const engine::model::ParamSpec& p : specs) {
-      PARTRAIN_RETURN_IF_ERROR(read_range(root, c, p.name, kAllRoles[r], 0, p.numel(),
-                                          host.data() + p.offset));
-    }
-    be.to_device(targets[r], host.data());
+namespace {
+
+// The device tensor of `role` (the flat parameter, first- or second-moment buffer).
+engine::Tensor flat_of(train::Trainer& t, Role role) {
+  switch (role) {
+    case Role::kWeight: return t.model().params();
+    case Role::kAdamM: return t.optimizer().exp_avg();
+    case Role::kAdamV: return t.optimizer().exp_avg_sq();
   }
+  return {};
+}
+
+// Views of `specs` into the trainer's flat buffers.
+std::vector<PieceView> views_of(train::Trainer& t, const std::vector<PieceSpec>& specs) {
+  const engine::model::ParamTable& table = t.model().table();
+  std::vector<PieceView> out;
+  for (const PieceSpec& p : specs) {
+    const int64_t at = table.specs()[static_cast<size_t>(table.find(p.tensor))].offset + p.begin;
+    out.push_back({p, flat_of(t, p.role).slice(at, engine::Shape{p.end - p.begin})});
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<PieceView> ReplicatedDpLayout::save_views(train::Trainer& trainer) {
+  return views_of(trainer, dp_slice_pieces(logical_tensors(trainer.model().table()), dp_, dp_rank_));
+}
+
+std::vector<PieceView> ReplicatedDpLayout::restore_views(train::Trainer& trainer) {
+  return views_of(trainer, dp_slice_pieces(logical_tensors(trainer.model().table()), 1, 0));
+}
+
+Status restore_views(engine::Backend& backend, const std::string& root, const Checkpoint& c,
+                     const std::vector<PieceView>& views) {
+  std::vector<float> host;
+  for (const PieceView& v : views) {
+    host.resize(static_cast<size_t>(v.spec.end - v.spec.begin));
+    PARTRAIN_RETURN_IF_ERROR(read_range(root, c, v.spec.tensor, v.spec.role, v.spec.begin, v.spec.end, host.data()));
+    backend.to_device(v.tensor, host.data());
+  }
+  return Status::ok();
+}
+
+Status restore_trainer(train::Trainer& trainer, const std::string& root, const Checkpoint& c, StateLayout* layout) {
+  ReplicatedDpLayout replicated(1, 0);
+  StateLayout* l = layout != nullptr ? layout : &replicated;
+  PARTRAIN_RETURN_IF_ERROR(restore_views(trainer.model().backend(), root, c, l->restore_views(trainer)));
+  trainer.model().backend().synchronize();
   trainer.optimizer().reload_master();
   trainer.optimizer().set_steps_taken(c.state.adam_steps);
   trainer.set_progress(c.state.step, c.state.tokens);
@@ -107,21 +142,16 @@ Status CheckpointSaver::after_step(train::Trainer& trainer, bool final, train::S
   st.lr_step = step;
   st.loss_scale = 1.0;
   st.tokens = trainer.tokens();
-  st.layout = o_.layout;
+  st.layout = o_.layout_name;
   st.world = o_.world;
-  engine::model::Model& model = trainer.model();
-  const std::vector<LogicalTensor> tensors = logical_tensors(model.table());
-  snap->specs = dp_slice_pieces(tensors, o_.dp, o_.dp_rank);
-  const engine::Tensor sources[] = {model.params(), trainer.optimizer().exp_avg(),
-                                    trainer.optimizer().exp_avg_sq()};
-  engine::Backend& be = model.backend();
-  for (const PieceSpec& p : snap->specs) {
-    const int idx = model.table().find(p.tensor);
-    const int64_t offset = model.table().specs()[static_cast<size_t>(idx)].offset + p.begin;
-    const engine::Tensor& src = sources[static_cast<size_t>(p.role)];
-    std::vector<float> data(static_cast<size_t>(p.end - p.begin));
-    be.to_host(data.data(), src.slice(offset, engine::Shape{p.end - p.begin}));
+  ReplicatedDpLayout replicated(o_.dp, o_.dp_rank);
+  StateLayout* layout = o_.layout != nullptr ? o_.layout : &replicated;
+  engine::Backend& be = trainer.model().backend();
+  for (const PieceView& v : layout->save_views(trainer)) {
+    std::vector<float> data(static_cast<size_t>(v.spec.end - v.spec.begin));
+    be.to_host(data.data(), v.tensor);
     snap->bytes += data.size() * sizeof(float);
+    snap->specs.push_back(v.spec);
     snap->data.push_back(std::move(data));
   }
   if (o_.async && !final) {

@@ -29,9 +29,44 @@ namespace partrain::store {
 // The model's tensors under their Hugging Face names, in table order.
 std::vector<LogicalTensor> logical_tensors(const engine::model::ParamTable& table);
 
-// Restores the weights, both Adam moments, AdamW's step count and the step counters from
-// `c` (written on any dp size: each tensor is read from whichever pieces hold it).
-Status restore_trainer(engine::train::Trainer& trainer, const std::string& root, const Checkpoint& c);
+// A piece of state a rank holds on its device: what it is (tensor, role, [begin, end)) and
+// the contiguous device elements that hold it (spec.end - spec.begin of them).
+struct PieceView {
+  PieceSpec spec;
+  engine::Tensor tensor;
+};
+
+// Which pieces a rank writes at a save and which it fills at a restore: the interface a
+// sharding strategy implements. Plain dp (ReplicatedDpLayout) holds everything on every
+// rank, writes the dp_rank-th 1/dp slice of each tensor and reads everything back; a ZeRO
+// rank writes and reads the flat ranges of the moments it owns (flat_range_pieces) and
+// whatever weights it holds; a tp rank its shards of each tensor.
+class StateLayout {
+ public:
+  virtual ~StateLayout() = default;
+  virtual std::vector<PieceView> save_views(engine::train::Trainer& trainer) = 0;
+  virtual std::vector<PieceView> restore_views(engine::train::Trainer& trainer) = 0;
+};
+
+class ReplicatedDpLayout final : public StateLayout {
+ public:
+  ReplicatedDpLayout(int dp, int dp_rank) : dp_(dp), dp_rank_(dp_rank) {}
+  std::vector<PieceView> save_views(engine::train::Trainer& trainer) override;
+  std::vector<PieceView> restore_views(engine::train::Trainer& trainer) override;
+
+ private:
+  int dp_, dp_rank_;
+};
+
+// Fills every view from the checkpoint's pieces (of any layout: each range is read from
+// whichever pieces overlap it, every piece read is verified).
+Status restore_views(engine::Backend& backend, const std::string& root, const Checkpoint& c,
+                     const std::vector<PieceView>& views);
+
+// Restores `layout`'s views (plain dp when null: all weights and both Adam moments), then
+// AdamW's step count and the step counters, from `c`.
+Status restore_trainer(engine::train::Trainer& trainer, const std::string& root, const Checkpoint& c,
+                       StateLayout* layout = nullptr);
 
 // Tells the coordinator that this rank's shard of step `step` is durable and waits until
 // the checkpoint is committed. The same for every rank; `state` matters from rank 0.
@@ -46,8 +81,9 @@ struct SaverOptions {
   int64_t every = 0;       // save every N steps; 0 = only the final save. Default: 0
   int rank = 0;            // this rank (names its shard file)
   int world = 1;           // ranks writing pieces
-  int dp = 1, dp_rank = 0; // this rank writes the dp_rank-th 1/dp slice of every tensor
-  std::string layout;      // e.g. "dp2", recorded in the state
+  int dp = 1, dp_rank = 0; // plain dp: this rank writes the dp_rank-th 1/dp slice of every tensor
+  StateLayout* layout = nullptr;  // what this rank writes; null = ReplicatedDpLayout(dp, dp_rank)
+  std::string layout_name; // e.g. "dp2", recorded in the state
   bool async = false;      // write and commit on a background thread. Default: false
 };
 

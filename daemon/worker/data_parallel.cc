@@ -168,7 +168,7 @@ Status train_data_parallel(const DataParallelRun& run) {
     so.world = run.world;
     so.dp = run.dp;
     so.dp_rank = run.dp_rank;
-    so.layout = job.parallelism.to_string();
+    so.layout_name = job.parallelism.to_string();
     so.async = job.checkpoint.async;
     saver = std::make_unique<store::CheckpointSaver>(so, run.committer);
     (*trainer)->set_save_hook(saver.get());
