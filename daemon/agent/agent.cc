@@ -320,6 +320,8 @@ int run(const AgentOptions& o) {
     Clock::time_point stop_sent{};
     bool stopping = false;
     bool restart = false;
+    int polls = 0;
+    const std::string restart_key = fmt::format("restart/{}", restart_count + 1);
     // Kills the local workers, then tells the other nodes (unless the store is what failed).
     auto abort_job = [&](const std::string& why, int exit_code, bool tell_others = true) {
       log::error("agent", "{}; stopping every worker of this node", why);
@@ -365,12 +367,25 @@ int run(const AgentOptions& o) {
         }
       }
       if (!cause.empty()) {
-        // One node: a worker that died is replaced, with the whole group, from the newest
-        // checkpoint, up to [checkpoint] max_restarts times.
-        restart = cause_code == cli::kExitRetryable && place->num_nodes == 1 &&
-                  restart_count < job->checkpoint.max_restarts;
+        // A worker that was killed (or lost a peer) is replaced, with every node's group,
+        // from the newest checkpoint, up to [checkpoint] max_restarts times: this agent asks
+        // the others through the store (restart/N) instead of aborting the job.
+        restart = cause_code == cli::kExitRetryable && !stopping && restart_count < job->checkpoint.max_restarts;
         abort_job(cause, cause_code, !restart);
+        if (restart) (void)(*store)->set(restart_key, fmt::format("node {}: {}", place->node, cause));
         break;
+      }
+      // Another node asked for a restart: this node's group goes down too.
+      if (++polls % 10 == 0 && place->num_nodes > 1 && !stopping && restart_count < job->checkpoint.max_restarts) {
+        Result<bool> asked = (*store)->check({restart_key});
+        if (asked && *asked) {
+          Result<std::string> why = (*store)->get(restart_key, milliseconds(1000));
+          log::warn("agent", "restart requested by {}", why ? *why : std::string("another node"));
+          group.kill_all();
+          code = cli::kExitRetryable;
+          restart = true;
+          break;
+        }
       }
       if (group.running() == 0) break;
       if (const int sig = g_stop_signal.exchange(0); sig != 0 && !stopping) {
@@ -391,6 +406,13 @@ int run(const AgentOptions& o) {
     }
     if (committer) committer->stop();
     if (!restart) break;
+    // Every node's group is down before any starts again.
+    if (place->num_nodes > 1) {
+      if (Status s = (*store)->barrier(restart_key + "/agents", place->node, place->num_nodes, milliseconds(300000)); !s) {
+        log::error("agent", "not every node's agent came back for the restart: {}", s.message());
+        return cli::kExitRetryable;
+      }
+    }
     log::warn("agent", "restarting the worker group from the newest checkpoint (restart {} of {})",
               restart_count + 1, job->checkpoint.max_restarts);
   }

@@ -5,7 +5,10 @@
 // loss and grad_norm text of every step bit for bit on the same layout, within 1e-5
 // relative on another dp size. Crashes at exact instants use PARTRAIN_FAULT (store/fault.h):
 // the process kills itself with SIGKILL there, as kill -9 would.
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/mount.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -84,6 +87,19 @@ std::vector<Point> trajectory(const std::string& metrics) {
     out.push_back({m[2].str(), m[3].str()});
   }
   return out;
+}
+
+// A port nobody listens on now (the kernel's pick, released at once).
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
 }
 
 std::string fmt_step(size_t step) { return "checkpoint of step " + std::to_string(step); }
@@ -325,6 +341,40 @@ TEST_F(FaultMatrix, AgentRestartsTheWorkerGroupInTheJob) {
   EXPECT_EQ(run(j1, "again", "dp2", 2, {{"PARTRAIN_FAULT", "after_step:6:1"}}, &log), 75) << log;
   EXPECT_NE(log.find("(restart 1 of 1)"), std::string::npos) << log;
   EXPECT_EQ(log.find("(restart 2 of"), std::string::npos) << log;
+}
+
+// Two agents as under Slurm (one rank per "node", on localhost): node 1's worker dies, its
+// agent asks node 0's for a restart, both groups go down and start again from the newest
+// checkpoint, and the job finishes on the uninterrupted trajectory.
+TEST_F(FaultMatrix, TwoNodesRestartTogether) {
+  const std::vector<Point> ref = reference("dp2", 2);
+  const std::string j = job("nodes", "max_restarts = 1\n");
+  const std::string secret = dir_ + "/secret";
+  std::ofstream(secret) << "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\n";
+  ASSERT_EQ(::chmod(secret.c_str(), 0600), 0);
+  std::vector<Proc> agents;
+  const std::string port = std::to_string(free_port());
+  for (int node = 0; node < 2; ++node) {
+    const std::map<std::string, std::string> e{
+        {"PARTRAIN_SITE_CONFIG", PARTRAIN_SITE_CONFIG_FILE}, {"PARTRAIN_RUN_DIR", dir_ + "/nodes"},
+        {"OMP_NUM_THREADS", "1"}, {"PARTRAIN_WORLD", "2"}, {"PARTRAIN_NODE_RANKS", std::to_string(node)},
+        {"PARTRAIN_COORDINATOR", "127.0.0.1:" + port}, {"PARTRAIN_JOB_SECRET_FILE", secret},
+        {"SLURM_NODEID", std::to_string(node)}, {"SLURM_NNODES", "2"},
+        {"SLURMD_NODENAME", "node" + std::to_string(node)}, {"PARTRAIN_FAULT", "after_step:7:1"},
+        {"PARTRAIN_FAULT_ONCE", dir_ + "/fired"}};
+    agents.push_back(start({PARTRAIND, "--partrain", "dp2", "--steps", std::to_string(kSteps), j}, e, dir_,
+                           "node" + std::to_string(node)));
+  }
+  for (const Proc& a : agents) EXPECT_EQ(wait_exit(a.pid), 0) << slurp(a.err);
+  const std::string log0 = slurp(agents[0].err), log1 = slurp(agents[1].err);
+  // Node 0 restarts on node 1's request, or on its own when its worker saw the peer go first.
+  for (const std::string* log : {&log0, &log1}) {
+    EXPECT_NE(log->find("restarting the worker group from the newest checkpoint (restart 1 of 1)"), std::string::npos)
+        << *log;
+  }
+  EXPECT_NE(log1.find("rank 1 (pid"), std::string::npos) << log1;
+  EXPECT_EQ(resumed_at(log0), 4) << log0;
+  expect_same(ref, "nodes");
 }
 
 // SIGTERM (Slurm's warning before a time limit or preemption): every rank stops at one
