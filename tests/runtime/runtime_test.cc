@@ -23,6 +23,8 @@
 
 #include <gtest/gtest.h>
 
+#include "process_util.h"
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -30,42 +32,11 @@ using Clock = std::chrono::steady_clock;
 
 const std::string kTiny = std::string(PARTRAIN_SOURCE_DIR) + "/etc/examples/tiny.toml";
 
-struct Proc {
-  pid_t pid = -1;
-  std::string out, err;  // files
-};
-
-// Starts argv with `env` added, stdout/stderr into files under `dir`.
-Proc start(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
-           const std::string& dir, const std::string& tag) {
-  Proc p;
-  p.out = dir + "/" + tag + ".out";
-  p.err = dir + "/" + tag + ".err";
-  p.pid = ::fork();
-  if (p.pid == 0) {
-    for (const auto& [k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
-    if (!std::freopen(p.out.c_str(), "w", stdout) || !std::freopen(p.err.c_str(), "w", stderr)) ::_exit(126);
-    std::vector<char*> args;
-    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    ::execv(args[0], args.data());
-    ::_exit(127);
-  }
-  return p;
-}
-
-int wait_exit(pid_t pid) {
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using partrain::testing::free_port;
+using partrain::testing::Proc;
+using partrain::testing::slurp;
+using partrain::testing::start;
+using partrain::testing::wait_exit;
 
 std::vector<double> losses(const std::string& metrics) {
   std::vector<double> out;
@@ -227,18 +198,6 @@ TEST_F(Runtime, LayoutThatDoesNotFitIsAConfigurationError) {
   EXPECT_FALSE(slurp(p.err).empty());
 }
 
-// A port nobody listens on right now.
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
 
 // Two agents as under Slurm (one per "node", the SPANK plugin's environment), on localhost.
 // One of them hangs (SIGSTOP, its worker too): the other must notice within the heartbeat

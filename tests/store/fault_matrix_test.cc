@@ -29,47 +29,18 @@
 
 #include <gtest/gtest.h>
 
+#include "process_util.h"
+
 namespace {
 
 namespace fs = std::filesystem;
 constexpr int kSteps = 12;  // checkpoints at 4, 8 and 12
 
-struct Proc {
-  pid_t pid = -1;
-  std::string out, err;
-};
-
-Proc start(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
-           const std::string& dir, const std::string& tag) {
-  Proc p;
-  p.out = dir + "/" + tag + ".out";
-  p.err = dir + "/" + tag + ".err";
-  std::fflush(nullptr);  // or the child's freopen writes our buffered output a second time
-  p.pid = ::fork();
-  if (p.pid == 0) {
-    for (const auto& [k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
-    if (!std::freopen(p.out.c_str(), "w", stdout) || !std::freopen(p.err.c_str(), "w", stderr)) ::_exit(126);
-    std::vector<char*> args;
-    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    ::execv(args[0], args.data());
-    ::_exit(127);
-  }
-  return p;
-}
-
-int wait_exit(pid_t pid) {
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using partrain::testing::free_port;
+using partrain::testing::Proc;
+using partrain::testing::slurp;
+using partrain::testing::start;
+using partrain::testing::wait_exit;
 
 // Per step: the "loss" and "grad_norm" values as written (shortest round-trip text).
 struct Point {
@@ -89,18 +60,6 @@ std::vector<Point> trajectory(const std::string& metrics) {
   return out;
 }
 
-// A port nobody listens on now (the kernel's pick, released at once).
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
 
 std::string fmt_step(size_t step) { return "checkpoint of step " + std::to_string(step); }
 
