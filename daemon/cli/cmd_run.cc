@@ -166,6 +166,9 @@ int run_train(const RunArgs& a) {
     log::info("store", "resuming at step {} from {}/{} (written by {}, sample {}, epoch {})", c.state.step,
               (*coord)->store().root(), store::step_folder(c.state.step),
               c.state.layout.empty() ? "one rank" : c.state.layout, c.state.consumed_samples, c.state.epoch);
+    if (std::string why = store::nothing_left(c, o.train.steps, (*coord)->store().root()); !why.empty()) {
+      log::warn("store", "{}", why);
+    }
   }
   LocalCommitter committer(coord->get());
   store::SaverOptions so;

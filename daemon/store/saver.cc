@@ -71,6 +71,13 @@ Status restore_views(engine::Backend& backend, const std::string& root, const Ch
   return Status::ok();
 }
 
+std::string nothing_left(const Checkpoint& c, int64_t steps, const std::string& root) {
+  if (c.state.step < steps) return "";
+  return fmt::format("the checkpoint of step {} already reaches [training] steps = {}: nothing to train; "
+                     "give --steps N above {} to train on, or remove {} to start over", c.state.step, steps,
+                     c.state.step, root);
+}
+
 Status restore_trainer(train::Trainer& trainer, const std::string& root, const Checkpoint& c, StateLayout* layout) {
   ReplicatedDpLayout replicated(1, 0);
   StateLayout* l = layout != nullptr ? layout : &replicated;

@@ -63,6 +63,10 @@ class ReplicatedDpLayout final : public StateLayout {
 Status restore_views(engine::Backend& backend, const std::string& root, const Checkpoint& c,
                      const std::vector<PieceView>& views);
 
+// A log line for a resume that has nothing left to train (the checkpoint's step reaches
+// `steps`), or "" when there is.
+std::string nothing_left(const Checkpoint& c, int64_t steps, const std::string& root);
+
 // Restores `layout`'s views (plain dp when null: all weights and both Adam moments), then
 // AdamW's step count and the step counters, from `c`.
 Status restore_trainer(engine::train::Trainer& trainer, const std::string& root, const Checkpoint& c,

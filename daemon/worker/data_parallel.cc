@@ -157,6 +157,9 @@ Status train_data_parallel(const DataParallelRun& run) {
                 run.resume->state.step, run.ckpt_root, store::step_folder(run.resume->state.step),
                 run.resume->state.layout.empty() ? "one rank" : run.resume->state.layout,
                 run.resume->state.consumed_samples, run.resume->state.epoch);
+      if (std::string why = store::nothing_left(*run.resume, o.train.steps, run.ckpt_root); !why.empty()) {
+        log::warn("worker", "{}", why);
+      }
     }
   }
   std::unique_ptr<store::CheckpointSaver> saver;
