@@ -154,6 +154,12 @@ Status CheckpointSaver::after_step(train::Trainer& trainer, bool final, train::S
   ReplicatedDpLayout replicated(o_.dp, o_.dp_rank);
   StateLayout* layout = o_.layout != nullptr ? o_.layout : &replicated;
   engine::Backend& be = trainer.model().backend();
+  if (be.needs_master_weights() && !warned_master_) {
+    // AdamW keeps fp32 master weights on such a device; the optimizer does not expose them.
+    log::warn("store", "checkpoints on {} hold the bf16 weights widened to F32, not AdamW's fp32 master "
+              "weights: a resumed run continues from those and is not bit-identical", be.name());
+    warned_master_ = true;
+  }
   for (const PieceView& v : layout->save_views(trainer)) {
     std::vector<float> data(static_cast<size_t>(v.spec.end - v.spec.begin));
     be.to_host(data.data(), v.tensor);
