@@ -38,19 +38,18 @@ Result<std::unique_ptr<Coordinator>> Coordinator::open(CoordinatorOptions option
         "[checkpoint] dir or run_dir, or delete that folder to start over",
         c->o_.root, (*meta)->config_hash, c->o_.meta.config_hash));
   }
-  Result<std::vector<Checkpoint>> have = c->store_->checkpoints();
-  if (!have) return have.status();
-  std::vector<int64_t> steps;
-  for (const Checkpoint& k : *have) steps.push_back(k.state.step);
-  Result<std::vector<std::string>> removed = remove_uncommitted(c->o_.root, steps);
-  if (!removed) return removed.status();
-  for (const std::string& r : *removed) log::info("store", "removed {}: left by a save that never committed", r);
   return c;
 }
 
 Result<std::optional<Checkpoint>> Coordinator::resume_point() {
+  // No rank is writing now: whatever no commit names is a dead save's.
   Result<std::vector<Checkpoint>> have = store_->checkpoints();
   if (!have) return have.status();
+  std::vector<int64_t> steps;
+  for (const Checkpoint& k : *have) steps.push_back(k.state.step);
+  Result<std::vector<std::string>> removed = remove_uncommitted(o_.root, steps);
+  if (!removed) return removed.status();
+  for (const std::string& r : *removed) log::info("store", "removed {}: left by a save that never committed", r);
   for (Checkpoint& c : *have) {
     if (Status s = check_complete(c.pieces, o_.tensors); !s) {
       log::warn("store", "checkpoint of step {} does not fit this model ({}); trying the previous one",

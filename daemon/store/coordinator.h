@@ -31,12 +31,13 @@ CoordinatorOptions coordinator_options(const engine::ModelOptions& model,
 
 class Coordinator {
  public:
-  // Opens the store, refuses (invalid) a store whose config hash differs from this run's,
-  // and removes the step folders no committed checkpoint names.
+  // Opens the store and refuses (invalid) a store whose config hash differs from this run's.
   static Result<std::unique_ptr<Coordinator>> open(CoordinatorOptions options);
 
-  // The newest committed checkpoint whose pieces all verify; each one skipped is logged
-  // with the file, the expected and the actual checksum. nullopt when none (a fresh run).
+  // Call while no rank writes (before a worker group starts): removes the step folders and
+  // temp files no committed checkpoint names, then returns the newest committed checkpoint
+  // whose pieces all verify; each one skipped is logged with the file, the expected and the
+  // actual checksum. nullopt when none (a fresh run).
   Result<std::optional<Checkpoint>> resume_point();
 
   // Checks that `c` covers every tensor, commits it (one synced WriteBatch) and deletes the

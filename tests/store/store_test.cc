@@ -237,6 +237,7 @@ TEST_F(Shards, CoordinatorSkipsADamagedNewestCheckpoint) {
   ASSERT_TRUE(r.is_ok());
   ASSERT_TRUE(r->has_value());
   EXPECT_EQ((*r)->state.step, 2);
+  EXPECT_FALSE(fs::exists(root_ + "/" + step_folder(6)));  // the incomplete save's files
   // Another model's run folder is refused.
   c->reset();
   o.meta.config_hash = "crc32c:2";
