@@ -15,6 +15,7 @@
 
 #include <fmt/format.h>
 
+#include "agent/checkpoint_commit.h"
 #include "agent/supervisor.h"
 #include "cli/exit_codes.h"
 #include "comm/store/secret.h"
@@ -24,6 +25,12 @@
 #include "config/job_config.h"
 #include "config/site_config.h"
 #include "layout/layout.h"
+#include "store/coordinator.h"
+#include "store/shard_file.h"
+
+#ifndef PARTRAIN_VERSION
+#define PARTRAIN_VERSION "unknown"
+#endif
 
 extern char** environ;
 
@@ -223,6 +230,22 @@ int run(const AgentOptions& o) {
       comm::StoreClient::connect(place->coordinator_host, port, secret, hb_options);
   if (!hb_store) return cli::kExitRetryable;
 
+  // The coordinator node alone opens the state store: it picks the checkpoint each worker
+  // group resumes from and commits the group's saves.
+  std::unique_ptr<store::Coordinator> state;
+  const std::string ckpt_root = store::checkpoint_root(job->checkpoint.dir, job->run_dir);
+  if (place->node == 0) {
+    if (std::getenv("SLURM_RESTART_COUNT") != nullptr) log::info("agent", "SLURM_RESTART_COUNT={}", attempt);
+    Result<std::unique_ptr<store::Coordinator>> c = store::Coordinator::open(store::coordinator_options(
+        job->model, job->training, ckpt_root, job->checkpoint.keep, PARTRAIN_VERSION));
+    if (!c) {
+      log::error("agent", "{}", c.status().message());
+      (void)(*store)->set("job/abort", c.status().message());
+      return c.status().code() == StatusCode::kInvalidArgument ? cli::kExitUsage : cli::exit_code_for(c.status());
+    }
+    state = std::move(c).value();
+  }
+
   // Workers.
   const std::string worker = find_worker(o.worker_path);
   std::vector<WorkerSpec> specs;
@@ -260,83 +283,140 @@ int run(const AgentOptions& o) {
   ::sigaction(SIGTERM, &sa, nullptr);
   ::sigaction(SIGINT, &sa, nullptr);
 
-  WorkerGroup group;
-  if (Status s = group.spawn(worker, {o.job_path}, specs); !s) {
-    log::error("agent", "{}", s.message());
-    return cli::kExitRetryable;
-  }
-  for (const auto& [rank, pid] : group.pids()) log::info("agent", "rank {} started: pid {} ({})", rank, pid, worker);
   Heartbeat heartbeat(std::move(hb_store).value(), place->node, place->num_nodes,
                       o.heartbeat_interval, o.heartbeat_timeout);
-
-  // Supervise until every worker ended well, or anything failed.
   int code = cli::kExitOk;
-  Clock::time_point stop_sent{};
-  bool stopping = false;
-  // Kills the local workers, then tells the other nodes (unless the store is what failed).
-  auto abort_job = [&](const std::string& why, int exit_code, bool tell_others = true) {
-    log::error("agent", "{}; stopping every worker of this node", why);
-    group.kill_all();
-    if (tell_others) (void)(*store)->set("job/abort", fmt::format("node {}: {}", place->node, why));
-    code = exit_code;
-  };
-  while (group.running() > 0) {
-    std::vector<WorkerExit> ended = group.poll();
-    // A rank that fails without SIGKILL often only lost a peer: give the peer's own death a
-    // moment to be reaped, so the log names the cause, not the echo.
-    const auto is_echo = [](const WorkerExit& e) {
-      return e.signaled ? e.code != SIGKILL : e.code != 0;
+  for (int restart_count = 0;; ++restart_count) {
+    // This attempt's keys: Slurm's restart count and the in-job restart.
+    const std::string prefix = fmt::format("a{}.{}", attempt, restart_count);
+    for (WorkerSpec& w : specs) {
+      std::erase_if(w.env, [](const auto& kv) { return kv.first == "PARTRAIN_ATTEMPT"; });
+      w.env.emplace_back("PARTRAIN_ATTEMPT", prefix);
+    }
+    std::unique_ptr<CheckpointCommitter> committer;
+    if (state) {
+      Result<std::optional<store::Checkpoint>> resume = state->resume_point();
+      if (!resume) {
+        log::error("agent", "{}", resume.status().message());
+        return cli::exit_code_for(resume.status());
+      }
+      if (*resume) {
+        log::info("agent", "workers resume at step {} from {}/{}", (*resume)->state.step, ckpt_root,
+                  store::step_folder((*resume)->state.step));
+      }
+      (void)(*store)->set(prefix + "/resume", *resume ? store::encode_checkpoint(**resume) : "none");
+      Result<std::unique_ptr<comm::StoreClient>> cc = (*store)->clone();
+      if (!cc) return cli::kExitRetryable;
+      committer = std::make_unique<CheckpointCommitter>(std::move(cc).value(), state.get(), prefix + "/",
+                                                        place->world);
+    }
+    WorkerGroup group;
+    if (Status s = group.spawn(worker, {o.job_path}, specs); !s) {
+      log::error("agent", "{}", s.message());
+      return cli::kExitRetryable;
+    }
+    for (const auto& [rank, pid] : group.pids()) log::info("agent", "rank {} started: pid {} ({})", rank, pid, worker);
+
+    // Supervise until every worker ended well, or anything failed.
+    code = cli::kExitOk;
+    Clock::time_point stop_sent{};
+    bool stopping = false;
+    bool restart = false;
+    int polls = 0;
+    const std::string restart_key = fmt::format("restart/{}", restart_count + 1);
+    // Kills the local workers, then tells the other nodes (unless the store is what failed).
+    auto abort_job = [&](const std::string& why, int exit_code, bool tell_others = true) {
+      log::error("agent", "{}; stopping every worker of this node", why);
+      group.kill_all();
+      if (tell_others) (void)(*store)->set("job/abort", fmt::format("node {}: {}", place->node, why));
+      code = exit_code;
     };
-    if (!stopping && std::any_of(ended.begin(), ended.end(), is_echo)) {
-      std::this_thread::sleep_for(milliseconds(200));
-      for (const WorkerExit& e : group.poll()) ended.push_back(e);
-    }
-    // SIGKILL (kill -9, the OOM killer) first, then other signals, then exit codes: the
-    // first bad exit is taken as the cause, and every one is logged.
-    const auto priority = [](const WorkerExit& e) { return e.signaled ? (e.code == SIGKILL ? 0 : 1) : 2; };
-    std::stable_sort(ended.begin(), ended.end(), [&priority](const WorkerExit& a, const WorkerExit& b) {
-      return priority(a) < priority(b);
-    });
-    std::string cause;
-    int cause_code = cli::kExitOk;
-    for (const WorkerExit& e : ended) {
-      if (!e.signaled && e.code == 0) {
-        log::info("agent", "rank {} (pid {}) finished", e.rank, e.pid);
-        continue;
+    while (group.running() > 0) {
+      std::vector<WorkerExit> ended = group.poll();
+      // A rank that fails without SIGKILL often only lost a peer: give the peer's own death a
+      // moment to be reaped, so the log names the cause, not the echo.
+      const auto is_echo = [](const WorkerExit& e) {
+        return e.signaled ? e.code != SIGKILL : e.code != 0;
+      };
+      if (!stopping && std::any_of(ended.begin(), ended.end(), is_echo)) {
+        std::this_thread::sleep_for(milliseconds(200));
+        for (const WorkerExit& e : group.poll()) ended.push_back(e);
       }
-      if (stopping && !e.signaled && e.code == cli::kExitRetryable) {
-        log::info("agent", "rank {} (pid {}) stopped at a step boundary", e.rank, e.pid);
-        code = cli::kExitRetryable;
-        continue;
+      // SIGKILL (kill -9, the OOM killer) first, then other signals, then exit codes: the
+      // first bad exit is taken as the cause, and every one is logged.
+      const auto priority = [](const WorkerExit& e) { return e.signaled ? (e.code == SIGKILL ? 0 : 1) : 2; };
+      std::stable_sort(ended.begin(), ended.end(), [&priority](const WorkerExit& a, const WorkerExit& b) {
+        return priority(a) < priority(b);
+      });
+      std::string cause;
+      int cause_code = cli::kExitOk;
+      for (const WorkerExit& e : ended) {
+        if (!e.signaled && e.code == 0) {
+          log::info("agent", "rank {} (pid {}) finished", e.rank, e.pid);
+          continue;
+        }
+        if (stopping && !e.signaled && e.code == cli::kExitRetryable) {
+          log::info("agent", "rank {} (pid {}) stopped at a step boundary", e.rank, e.pid);
+          code = cli::kExitRetryable;
+          continue;
+        }
+        const std::string what = fmt::format("rank {} (pid {}) died: {}", e.rank, e.pid, e.describe());
+        if (cause.empty()) {
+          cause = what;
+          cause_code = exit_code_for_worker(e);
+        } else {
+          log::error("agent", "{}", what);
+        }
       }
-      const std::string what = fmt::format("rank {} (pid {}) died: {}", e.rank, e.pid, e.describe());
-      if (cause.empty()) {
-        cause = what;
-        cause_code = exit_code_for_worker(e);
-      } else {
-        log::error("agent", "{}", what);
+      if (!cause.empty()) {
+        // A worker that was killed (or lost a peer) is replaced, with every node's group,
+        // from the newest checkpoint, up to [checkpoint] max_restarts times: this agent asks
+        // the others through the store (restart/N) instead of aborting the job.
+        restart = cause_code == cli::kExitRetryable && !stopping && restart_count < job->checkpoint.max_restarts;
+        abort_job(cause, cause_code, !restart);
+        if (restart) (void)(*store)->set(restart_key, fmt::format("node {}: {}", place->node, cause));
+        break;
+      }
+      // Another node asked for a restart: this node's group goes down too.
+      if (++polls % 10 == 0 && place->num_nodes > 1 && !stopping && restart_count < job->checkpoint.max_restarts) {
+        Result<bool> asked = (*store)->check({restart_key});
+        if (asked && *asked) {
+          Result<std::string> why = (*store)->get(restart_key, milliseconds(1000));
+          log::warn("agent", "restart requested by {}", why ? *why : std::string("another node"));
+          group.kill_all();
+          code = cli::kExitRetryable;
+          restart = true;
+          break;
+        }
+      }
+      if (group.running() == 0) break;
+      if (const int sig = g_stop_signal.exchange(0); sig != 0 && !stopping) {
+        log::warn("agent", "{} received: workers stop at the next step boundary", sigabbrev_np(sig));
+        group.signal_all(SIGTERM);
+        stopping = true;
+        stop_sent = Clock::now();
+      }
+      if (stopping && Clock::now() - stop_sent > o.stop_grace) {
+        abort_job("workers did not stop within the grace period", cli::kExitRetryable);
+        break;
+      }
+      if (std::string why = heartbeat.failure(); !why.empty()) {
+        abort_job(why, cli::kExitRetryable, why.find("store stopped answering") == std::string::npos);
+        break;
+      }
+      std::this_thread::sleep_for(milliseconds(50));
+    }
+    if (committer) committer->stop();
+    if (!restart) break;
+    // Every node's group is down before any starts again.
+    if (place->num_nodes > 1) {
+      if (Status s = (*store)->barrier(restart_key + "/agents", place->node, place->num_nodes, milliseconds(300000)); !s) {
+        log::error("agent", "not every node's agent came back for the restart: {}", s.message());
+        return cli::kExitRetryable;
       }
     }
-    if (!cause.empty()) {
-      abort_job(cause, cause_code);
-      break;
-    }
-    if (group.running() == 0) break;
-    if (const int sig = g_stop_signal.exchange(0); sig != 0 && !stopping) {
-      log::warn("agent", "{} received: workers stop at the next step boundary", sigabbrev_np(sig));
-      group.signal_all(SIGTERM);
-      stopping = true;
-      stop_sent = Clock::now();
-    }
-    if (stopping && Clock::now() - stop_sent > o.stop_grace) {
-      abort_job("workers did not stop within the grace period", cli::kExitRetryable);
-      break;
-    }
-    if (std::string why = heartbeat.failure(); !why.empty()) {
-      abort_job(why, cli::kExitRetryable, why.find("store stopped answering") == std::string::npos);
-      break;
-    }
-    std::this_thread::sleep_for(milliseconds(50));
+    log::warn("agent", "restarting the worker group from the newest checkpoint (restart {} of {})",
+              restart_count + 1, job->checkpoint.max_restarts);
   }
   // Done: tell the coordinator, which keeps the store up until every node said so.
   if (code == cli::kExitOk) {

@@ -11,9 +11,14 @@
 // (from [training] seed), or the weights of --from re-checked against [model] and
 // rewritten as F32. With --nproc N, run starts one local partraind agent (daemon/agent)
 // that trains the SPEC on N worker ranks (CPU, data-parallel layouts for now).
+// Both save checkpoints as [checkpoint] says and resume from the newest committed one
+// that verifies (daemon/store); on one rank this process is the coordinator.
+#include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string>
 
@@ -29,6 +34,12 @@
 #include "engine/model/hf_io.h"
 #include "engine/model/model.h"
 #include "engine/train/trainer.h"
+#include "store/coordinator.h"
+#include "store/saver.h"
+
+#ifndef PARTRAIN_VERSION
+#define PARTRAIN_VERSION "unknown"
+#endif
 
 namespace partrain::cli {
 namespace {
@@ -93,6 +104,28 @@ int run_local_agent(const RunArgs& a) {
   return agent::run_agent(o);
 }
 
+std::atomic<bool> g_stop{false};
+extern "C" void on_stop(int) { g_stop.store(true); }
+
+// One rank is its own coordinator: it commits its shard straight into the state store.
+class LocalCommitter final : public store::Committer {
+ public:
+  explicit LocalCommitter(store::Coordinator* c) : c_(c) {}
+  Status commit(const store::TrainState& state, int, std::vector<store::PieceRecord> pieces) override {
+    return c_->commit(store::Checkpoint{state, std::move(pieces)});
+  }
+
+ private:
+  store::Coordinator* c_;
+};
+
+// Logs the restart count Slurm gives a requeued job.
+void log_restart_count() {
+  if (const char* n = std::getenv("SLURM_RESTART_COUNT"); n != nullptr) {
+    log::info("store", "SLURM_RESTART_COUNT={}", n);
+  }
+}
+
 int run_train(const RunArgs& a) {
   if (!a.trace.empty()) {
     if (Result<trace::StepSet> steps = trace::StepSet::parse(a.trace); !steps) return fail(steps.status());
@@ -116,9 +149,45 @@ int run_train(const RunArgs& a) {
   if (!a.trace.empty()) {
     trace::configure(*trace::StepSet::parse(a.trace), o.run_dir + "/trace/rank-0.json", 0, "rank 0");
   }
+  o.stop = &g_stop;
+  struct sigaction sa {};
+  sa.sa_handler = on_stop;
+  ::sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGTERM, &sa, nullptr);
+  ::sigaction(SIGINT, &sa, nullptr);
+  // The state store: resume from the newest checkpoint that verifies, if any.
+  log_restart_count();
+  Result<std::unique_ptr<store::Coordinator>> coord = store::Coordinator::open(store::coordinator_options(
+      job->model, o.train, store::checkpoint_root(job->checkpoint.dir, job->run_dir),
+      job->checkpoint.keep, PARTRAIN_VERSION));
+  if (!coord) return fail(coord.status());
+  Result<std::optional<store::Checkpoint>> resume = (*coord)->resume_point();
+  if (!resume) return fail(resume.status());
   Result<std::unique_ptr<engine::train::Trainer>> t = engine::train::Trainer::create(o);
   if (!t) return fail(t.status());
+  if (*resume) {
+    const store::Checkpoint& c = **resume;
+    if (!o.init_path.empty()) {
+      log::warn("store", "--init {} is not used: the run resumes from its checkpoint of step {}", o.init_path,
+                c.state.step);
+    }
+    if (Status s = store::restore_trainer(**t, (*coord)->store().root(), c); !s) return fail(s);
+    log::info("store", "resuming at step {} from {}/{} (written by {}, sample {}, epoch {})", c.state.step,
+              (*coord)->store().root(), store::step_folder(c.state.step),
+              c.state.layout.empty() ? "one rank" : c.state.layout, c.state.consumed_samples, c.state.epoch);
+    if (std::string why = store::nothing_left(c, o.train.steps, (*coord)->store().root()); !why.empty()) {
+      log::warn("store", "{}", why);
+    }
+  }
+  LocalCommitter committer(coord->get());
+  store::SaverOptions so;
+  so.root = (*coord)->store().root();
+  so.every = job->checkpoint.every;
+  so.async = job->checkpoint.async;
+  store::CheckpointSaver saver(so, &committer);
+  (*t)->set_save_hook(&saver);
   if (Status s = (*t)->run(); !s) return fail(s);
+  if (Status s = saver.wait(); !s) return fail(s);
   std::printf("metrics: %s/metrics.jsonl\n", o.run_dir.c_str());
   return kExitOk;
 }
@@ -145,7 +214,8 @@ void register_run(CLI::App& app, CommandResult* result) {
   auto args = std::make_shared<RunArgs>();
   CLI::App* run = app.add_subcommand(
       "run", "Train the job's model on one rank (CPU or one GPU). One line per step; "
-             "metrics in <run_dir>/metrics.jsonl.");
+             "metrics in <run_dir>/metrics.jsonl. Saves checkpoints ([checkpoint]) and "
+             "resumes from the newest committed one.");
   run->add_option("job", args->job, "job file (TOML)")->required()->check(CLI::ExistingFile);
   run->add_option("--steps", args->steps, "optimizer steps (overrides [training] steps)")
       ->check(CLI::PositiveNumber);

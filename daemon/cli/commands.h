@@ -18,6 +18,7 @@ void register_trace(CLI::App& app, CommandResult* result);
 void register_schedule(CLI::App& app, CommandResult* result);
 void register_plan(CLI::App& app, CommandResult* result);
 void register_report(CLI::App& app, CommandResult* result);
+void register_ckpt(CLI::App& app, CommandResult* result);
 
 inline void register_commands(CLI::App& app, CommandResult* result) {
   register_layout(app, result);
@@ -28,6 +29,7 @@ inline void register_commands(CLI::App& app, CommandResult* result) {
   register_schedule(app, result);
   register_plan(app, result);
   register_report(app, result);
+  register_ckpt(app, result);
 }
 
 }  // namespace partrain::cli

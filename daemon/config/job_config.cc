@@ -140,6 +140,8 @@ const std::vector<KeyRule<JobDraft>>& job_rules() {
       detail::string_key<JobDraft>("checkpoint", "dir", FIELD(checkpoint.dir)),
       detail::integer_key<JobDraft>("checkpoint", "every", FIELD(checkpoint.every), at_least(0)),
       detail::integer_key<JobDraft>("checkpoint", "keep", FIELD(checkpoint.keep), at_least(1)),
+      detail::bool_key<JobDraft>("checkpoint", "async", FIELD(checkpoint.async)),
+      detail::integer_key<JobDraft>("checkpoint", "max_restarts", FIELD(checkpoint.max_restarts), at_least(0)),
   };
   return kRules;
 }

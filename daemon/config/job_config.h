@@ -24,6 +24,8 @@ struct CheckpointOptions {
   std::string dir;        // where checkpoints go; "" = <run_dir>/checkpoints. Default: ""
   int64_t every = 0;      // save every N steps; 0 = only at the end and on SIGTERM. Default: 0
   int keep = 3;           // committed checkpoints kept. Default: 3
+  bool async = true;      // write and commit on a background thread. Default: true
+  int max_restarts = 0;   // in-job restarts of the worker group after a worker died. Default: 0
 };
 
 struct JobConfig {

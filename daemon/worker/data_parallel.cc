@@ -13,6 +13,9 @@
 #include "engine/backend.h"
 #include "engine/model/model.h"
 #include "engine/train/trainer.h"
+#include "common/log.h"
+#include "store/shard_file.h"
+#include "worker/comm_adapter.h"
 #include "worker/data_plugin.h"
 
 namespace partrain::worker {
@@ -210,7 +213,43 @@ Status train_data_parallel(const DataParallelRun& run) {
   }
   DataParallelHooks hooks(run, plugin.get(), zero.get());
   (*trainer)->set_hooks(&hooks);
+  // What this rank writes and reads back: plain dp holds everything (and writes its 1/dp
+  // slice of it); a ZeRO rank its shard of the flat buffer (store/saver.h).
+  std::unique_ptr<store::StateLayout> layout;
+  if (plugin && plugin->plan().stage > 0) {
+    layout = std::make_unique<store::ZeroStateLayout>(plugin->plan().stage);
+  }
+  // Resume: every rank reads what it holds back from the pieces (written on any dp size or
+  // ZeRO stage); the step fixes the data, dropout and learning rate from there on.
+  if (run.resume != nullptr) {
+    PARTRAIN_RETURN_IF_ERROR(store::restore_trainer(**trainer, run.ckpt_root, *run.resume, layout.get()));
+    if (run.rank == 0) {
+      log::info("worker", "resuming at step {} from {}/{} (written by {}, sample {}, epoch {})",
+                run.resume->state.step, run.ckpt_root, store::step_folder(run.resume->state.step),
+                run.resume->state.layout.empty() ? "one rank" : run.resume->state.layout,
+                run.resume->state.consumed_samples, run.resume->state.epoch);
+      if (std::string why = store::nothing_left(*run.resume, o.train.steps, run.ckpt_root); !why.empty()) {
+        log::warn("worker", "{}", why);
+      }
+    }
+  }
+  std::unique_ptr<store::CheckpointSaver> saver;
+  if (run.committer != nullptr) {
+    store::SaverOptions so;
+    so.root = run.ckpt_root;
+    so.every = job.checkpoint.every;
+    so.rank = run.rank;
+    so.world = run.world;
+    so.dp = run.dp;
+    so.dp_rank = run.dp_rank;
+    so.layout_name = job.parallelism.to_string();
+    so.async = job.checkpoint.async;
+    so.layout = layout.get();
+    saver = std::make_unique<store::CheckpointSaver>(so, run.committer);
+    (*trainer)->set_save_hook(saver.get());
+  }
   Status s = (*trainer)->run();
+  if (saver && s.is_ok()) s = saver->wait();
   if (zero && s.is_ok()) s = zero->status();
   if (s.is_ok() && !job.run_dir.empty()) {
     s = write_memory(job.run_dir, run.rank, (*trainer)->backend().memory());

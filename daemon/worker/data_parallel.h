@@ -23,6 +23,8 @@
 #include "config/job_config.h"
 #include "layout/layout.h"
 #include "partrain/plugin.h"
+#include "store/manifest.h"
+#include "store/saver.h"
 
 namespace partrain::worker {
 
@@ -37,9 +39,16 @@ struct DataParallelRun {
   const partrain_strategy_v1_t* plugin_v1 = nullptr;
   std::string plugin_config;     // its [plugins.NAME] table
   std::atomic<bool>* stop = nullptr;  // set by SIGTERM: stop at the next step boundary
+  // Checkpoints: where shards go, who commits them (null: no checkpoints), and the
+  // checkpoint to resume from (null: a fresh start).
+  std::string ckpt_root;
+  store::Committer* committer = nullptr;
+  const store::Checkpoint* resume = nullptr;
+  int world = 1;
 };
 
-// Trains job->training.steps steps. Rank 0 prints step lines and writes metrics.jsonl
+// Trains job->training.steps steps (from the resume checkpoint's step on, when given),
+// saving as [checkpoint] says: dp rank r writes the r-th 1/dp slice of every tensor. Rank 0 prints step lines and writes metrics.jsonl
 // (the trainer's fields plus comm_ms: first gradient collective started to last finished;
 // exposed_ms: of that, the time the rank waited; exposed_share = exposed_ms / step_ms;
 // collectives: gradient buckets all-reduced). unavailable when a peer

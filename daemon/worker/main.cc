@@ -14,6 +14,7 @@
 #include <charconv>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
 
 #include <fmt/format.h>
@@ -28,6 +29,8 @@
 #include "config/site_config.h"
 #include "layout/layout.h"
 #include "plugin/loader.h"
+#include "store/shard_file.h"
+#include "worker/checkpoint_commit.h"
 #include "worker/data_parallel.h"
 
 namespace partrain::worker {
@@ -76,25 +79,39 @@ Status run(const std::string& job_path) {
   }
   const RankCoord coord = layout->coord(*rank);
 
-  // Rendezvous and the dp communicator (Gloo over TCP).
-  std::unique_ptr<comm::StoreClient> store;
+  // Rendezvous (the coordinator's store), then the dp communicator (Gloo over TCP). Keys of
+  // this attempt of the worker group carry its prefix, so a restarted group starts clean.
+  const std::string prefix = env("PARTRAIN_ATTEMPT").empty() ? "" : env("PARTRAIN_ATTEMPT") + "/";
+  const std::string coordinator = env("PARTRAIN_COORDINATOR");
+  const size_t colon = coordinator.rfind(':');
+  if (colon == std::string::npos) {
+    return Status::invalid("PARTRAIN_COORDINATOR='" + coordinator + "': need host:port; partrain-worker "
+                           "is started by partraind");
+  }
+  const std::string host = coordinator.substr(0, colon);
+  const int port = std::atoi(coordinator.c_str() + colon + 1);
+  Result<std::string> secret = comm::secret_from_env();
+  if (!secret) return secret.status();
+  Result<std::unique_ptr<comm::StoreClient>> client = comm::StoreClient::connect(host, port, *secret);
+  if (!client) return client.status();
+  std::unique_ptr<comm::StoreClient> store = std::move(client).value();
+  // The checkpoint to resume from, as the coordinator chose it ("none": a fresh start).
+  Result<std::string> resume_text = store->get(prefix + "resume", std::chrono::minutes(10));
+  if (!resume_text) return resume_text.status();
+  std::optional<store::Checkpoint> resume;
+  if (*resume_text != "none") {
+    Result<store::Checkpoint> c = store::decode_checkpoint(*resume_text);
+    if (!c) return c.status();
+    resume = std::move(c).value();
+  }
+  Result<std::unique_ptr<comm::StoreClient>> commit_client = store->clone();
+  if (!commit_client) return commit_client.status();
+  StoreCommitter committer(std::move(commit_client).value(), prefix);
   std::unique_ptr<comm::Communicator> dp_comm;
   std::unique_ptr<plugin::Plugin> data_plugin;
   if (layout->dp() > 1) {
-    const std::string coordinator = env("PARTRAIN_COORDINATOR");
-    const size_t colon = coordinator.rfind(':');
-    if (colon == std::string::npos) {
-      return Status::invalid("PARTRAIN_COORDINATOR='" + coordinator + "': need host:port");
-    }
-    const std::string host = coordinator.substr(0, colon);
-    Result<std::string> secret = comm::secret_from_env();
-    if (!secret) return secret.status();
-    Result<std::unique_ptr<comm::StoreClient>> s =
-        comm::StoreClient::connect(host, std::atoi(coordinator.c_str() + colon + 1), *secret);
-    if (!s) return s.status();
-    store = std::move(s).value();
     const std::vector<int> members = layout->group(Axis::kDp, *rank);
-    comm::GroupSpec spec{fmt::format("dp{}", members.front()), members, *rank};
+    comm::GroupSpec spec{fmt::format("{}dp{}", prefix, members.front()), members, *rank};
     comm::GlooOptions go;
     // A loopback coordinator means every rank is on this machine: loopback. Else the
     // agent's address for this node (Slurm's NodeAddr), else the node name.
@@ -132,6 +149,10 @@ Status run(const std::string& job_path) {
     if (it != job->plugin_tables.end()) r.plugin_config = it->second;
   }
   r.stop = &g_stop;
+  r.ckpt_root = store::checkpoint_root(job->checkpoint.dir, job->run_dir);
+  r.committer = &committer;
+  r.resume = resume ? &*resume : nullptr;
+  r.world = *world;
   Status s = train_data_parallel(r);
   if (!s && dp_comm) dp_comm->abort(s.message());  // peers blocked on us fail at once
   return s;

@@ -257,7 +257,7 @@ INSTANTIATE_TEST_SUITE_P(
                "job.toml:2: [training] key 'vocab_size' is unknown; it belongs in [model]"},
         BadJob{"[checkpoint]\nzzzzzzzz = 1\n",
                "job.toml:2: [checkpoint] key 'zzzzzzzz' is unknown; the keys of [checkpoint] "
-               "are: dir, every, keep"},
+               "are: dir, every, keep, async, max_restarts"},
         // Unknown tables and keys outside any table.
         BadJob{"[trainig]\nsteps = 1\n",
                "job.toml:1: table [trainig] is unknown; did you mean [training]?"},
@@ -390,8 +390,8 @@ TEST(JobConfig, KnownKeysComeFromTheParserTable) {
   auto keys = known_job_keys();
   std::set<std::string> unique(keys.begin(), keys.end());
   EXPECT_EQ(unique.size(), keys.size()) << "a key is listed twice";
-  // 2 [job] + 19 [model] + 2 [data] + 13 [training] + 9 [parallelism] + 3 [checkpoint].
-  EXPECT_EQ(keys.size(), 48u);
+  // 2 [job] + 19 [model] + 2 [data] + 13 [training] + 9 [parallelism] + 5 [checkpoint].
+  EXPECT_EQ(keys.size(), 50u);
   for (const char* k : {"job.name", "model.arch", "model.recompute", "data.train_files",
                         "training.lr", "parallelism.spec", "parallelism.mb", "checkpoint.keep"}) {
     EXPECT_TRUE(unique.count(k)) << k;

@@ -1,6 +1,6 @@
-// Helpers of the end-to-end runtime tests: start partrain/partraind as a user would, with
-// output in files, wait for them, read what they wrote. Shared by runtime_test.cc and
-// zero_test.cc.
+// Helpers of the end-to-end runtime tests: the fixture that runs partraind as a user would,
+// example jobs with extra TOML, the losses of a metrics file. Shared by runtime_test.cc and
+// zero_test.cc; the process helpers themselves are tests/process_util.h.
 #pragma once
 
 #include <sys/stat.h>
@@ -20,6 +20,8 @@
 
 #include <gtest/gtest.h>
 
+#include "process_util.h"
+
 namespace partrain::testing_runtime {
 
 namespace fs = std::filesystem;
@@ -27,42 +29,12 @@ using Clock = std::chrono::steady_clock;
 
 inline const std::string kTiny = std::string(PARTRAIN_SOURCE_DIR) + "/etc/examples/tiny.toml";
 
-struct Proc {
-  pid_t pid = -1;
-  std::string out, err;  // files
-};
-
-// Starts argv with `env` added, stdout/stderr into files under `dir`.
-inline Proc start(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
-           const std::string& dir, const std::string& tag) {
-  Proc p;
-  p.out = dir + "/" + tag + ".out";
-  p.err = dir + "/" + tag + ".err";
-  p.pid = ::fork();
-  if (p.pid == 0) {
-    for (const auto& [k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
-    if (!std::freopen(p.out.c_str(), "w", stdout) || !std::freopen(p.err.c_str(), "w", stderr)) ::_exit(126);
-    std::vector<char*> args;
-    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    ::execv(args[0], args.data());
-    ::_exit(127);
-  }
-  return p;
-}
-
-inline int wait_exit(pid_t pid) {
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-inline std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+// Processes (tests/process_util.h, shared with the store's fault matrix).
+using partrain::testing::free_port;
+using partrain::testing::Proc;
+using partrain::testing::slurp;
+using partrain::testing::start;
+using partrain::testing::wait_exit;
 
 inline std::vector<double> losses(const std::string& metrics) {
   std::vector<double> out;

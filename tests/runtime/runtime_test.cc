@@ -145,18 +145,6 @@ TEST_F(Runtime, LayoutThatDoesNotFitIsAConfigurationError) {
   EXPECT_FALSE(slurp(p.err).empty());
 }
 
-// A port nobody listens on right now.
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
 
 // Two agents as under Slurm (one per "node", the SPANK plugin's environment), on localhost.
 // One of them hangs (SIGSTOP, its worker too): the other must notice within the heartbeat

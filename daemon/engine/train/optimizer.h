@@ -40,6 +40,11 @@ class AdamW {
   // then bias-corrected AdamW with decoupled weight decay, none on norms and biases.
   OptimizerStepStats step(float lr);
   int64_t steps_taken() const { return t_; }
+  // Checkpointing: the first and second moments (flat, table layout, F32) and the step
+  // count t that bias correction uses; a restore writes the moments and sets t.
+  const Tensor& exp_avg() const { return m_; }
+  const Tensor& exp_avg_sq() const { return v_; }
+  void set_steps_taken(int64_t t) { t_ = t; }
   // After the weights were replaced (--init): refresh the fp32 master copy.
   void reload_master();
 

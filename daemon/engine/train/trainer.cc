@@ -8,6 +8,8 @@
 #include <functional>
 #include <optional>
 #include <fstream>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -31,6 +33,9 @@ std::string metrics_json(const StepMetrics& m) {
       "{{\"step\":{},\"loss\":{},\"lr\":{},\"grad_norm\":{},\"tokens\":{},\"step_ms\":{:.3f},"
       "\"fwd_ms\":{:.3f},\"bwd_ms\":{:.3f},\"opt_ms\":{:.3f},\"data_ms\":{:.3f}",
       m.step, m.loss, m.lr, m.grad_norm, m.tokens, m.step_ms, m.fwd_ms, m.bwd_ms, m.opt_ms, m.data_ms);
+  if (m.save_stall_ms > 0) {
+    line += fmt::format(",\"save_stall_ms\":{:.3f},\"save_mb_s\":{:.1f}", m.save_stall_ms, m.save_mb_per_s);
+  }
   if (m.dp > 1) {
     const double share = m.step_ms > 0 ? m.exposed_ms / m.step_ms : 0.0;
     line += fmt::format(",\"comm_ms\":{:.3f},\"exposed_ms\":{:.3f},\"exposed_share\":{:.4f},"
@@ -83,6 +88,11 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const RunOptions& options) {
   t->inputs_.resize(n);
   t->targets_.resize(n);
   return t;
+}
+
+void Trainer::set_progress(int64_t steps_done, int64_t tokens) {
+  step_ = steps_done;
+  tokens_ = tokens;
 }
 
 Trainer::~Trainer() {
@@ -181,6 +191,9 @@ void Trainer::print_step(const StepMetrics& m) const {
     std::printf(" | comm %.1f ms, exposed %.1f ms (%.0f%% of the step)", m.comm_ms,
                 m.exposed_ms, m.step_ms > 0 ? 100 * m.exposed_ms / m.step_ms : 0.0);
   }
+  if (m.save_stall_ms > 0) {
+    std::printf(" | checkpoint: %.1f ms stall, %.1f MB/s", m.save_stall_ms, m.save_mb_per_s);
+  }
   std::fputc('\n', stdout);
   if (o_.progress_bar) {
     constexpr int kWidth = 30;
@@ -192,6 +205,30 @@ void Trainer::print_step(const StepMetrics& m) const {
   std::fflush(stdout);
 }
 
+namespace {
+
+// A resumed run keeps the metrics of the steps up to the checkpoint and drops those a
+// crash left after it, so metrics.jsonl reads as one uninterrupted run.
+Status open_metrics(const std::string& path, int64_t resumed_at, std::ofstream* out) {
+  std::vector<std::string> kept;
+  if (resumed_at > 0) {
+    std::ifstream in(path);
+    std::string line;
+    const std::string key = "{\"step\":";
+    while (std::getline(in, line)) {
+      if (line.rfind(key, 0) != 0) continue;
+      if (std::atoll(line.c_str() + key.size()) <= resumed_at) kept.push_back(line);
+    }
+  }
+  out->open(path, std::ios::trunc);
+  if (!*out) return Status::io_error(path + ": cannot open for writing");
+  for (const std::string& l : kept) *out << l << '\n';
+  out->flush();
+  return Status::ok();
+}
+
+}  // namespace
+
 Status Trainer::run() {
   const TrainOptions& tr = o_.train;
   std::ofstream metrics;
@@ -199,21 +236,23 @@ Status Trainer::run() {
     std::error_code ec;
     std::filesystem::create_directories(o_.run_dir, ec);
     if (ec) return Status::io_error(o_.run_dir + ": cannot create the run folder: " + ec.message());
-    const std::string path = o_.run_dir + "/metrics.jsonl";
-    metrics.open(path, std::ios::trunc);
-    if (!metrics) return Status::io_error(path + ": cannot open for writing");
+    PARTRAIN_RETURN_IF_ERROR(open_metrics(o_.run_dir + "/metrics.jsonl", step_, &metrics));
   }
   log::info("engine", "{}: {} parameters, {} on {}, global batch {} = {} x {} micro-batches "
             "x dp {}, {} tokens in {} sequences", o_.name, model_->num_params(),
             o_.model.arch == Arch::kGpt2 ? "gpt2" : "llama", backend_->name(), tr.global_batch,
             tr.micro_batch, accum_, o_.dp, data_->num_tokens(), data_->num_windows());
-  for (int64_t s = 0; s < tr.steps; ++s) {
+  for (int64_t s = step_; s < tr.steps; ++s) {
     log::set_step(s + 1);
     Result<StepMetrics> m = step();
     if (!m) return m.status();
+    const bool stop = (hooks_ != nullptr && hooks_->stop_requested()) ||
+                      (o_.stop != nullptr && o_.stop->load());
+    const bool final = stop || m->step == tr.steps;
+    if (save_hook_ != nullptr) PARTRAIN_RETURN_IF_ERROR(save_hook_->after_step(*this, final, &*m));
     if (metrics.is_open()) metrics << metrics_json(*m) << '\n' << std::flush;
     if (!o_.quiet && (m->step % std::max(1, tr.log_every) == 0 || m->step == tr.steps)) print_step(*m);
-    if (hooks_ != nullptr && hooks_->stop_requested() && m->step < tr.steps) {
+    if (stop && m->step < tr.steps) {
       return Status::unavailable(fmt::format("stopped at step {} (SIGTERM/SIGINT)", m->step));
     }
   }

@@ -4,6 +4,7 @@
 // Model/AdamW through strategy plugins.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <memory>
@@ -36,6 +37,9 @@ struct RunOptions {
   int dp_rank = 0;
   // ZeRO: what this rank keeps only as its shard (the worker's data plugin decides).
   model::ShardOptions shard;
+  // Set (by SIGTERM) to stop at the next step boundary; null = never. Multi-rank runs
+  // agree on stopping through StepHooks::stop_requested instead.
+  const std::atomic<bool>* stop = nullptr;
 };
 
 // One optimizer step's numbers, as written to metrics.jsonl.
@@ -52,6 +56,10 @@ struct StepMetrics {
   int dp = 1;
   double comm_ms = 0, exposed_ms = 0;
   int collectives = 0;
+  // A checkpoint saved after this step: how long training waited for it and how fast
+  // its shard was written (0 when none).
+  double save_stall_ms = 0;
+  double save_mb_per_s = 0;
 };
 
 // What a parallel strategy adds to the single-rank step; the worker implements it, one
@@ -76,6 +84,18 @@ class StepHooks {
   virtual bool stop_requested() const = 0;
 };
 
+class Trainer;
+
+// Checkpointing, seen from the training loop: called after every optimizer step (the
+// engine knows nothing of files or stores; daemon/store implements it). `final` is set
+// after the last step of this run (train.steps reached, or a stop was requested): a save
+// is due then. Fills m->save_* when it saved.
+class SaveHook {
+ public:
+  virtual ~SaveHook() = default;
+  virtual Status after_step(Trainer& trainer, bool final, StepMetrics* m) = 0;
+};
+
 // One metrics.jsonl line (no trailing newline); the collective fields only when dp > 1.
 std::string metrics_json(const StepMetrics& m);
 
@@ -87,6 +107,8 @@ class Trainer {
 
   // Data-parallel runs sync gradients and the loss through `hooks` (not owned; may be null).
   void set_hooks(StepHooks* hooks) { hooks_ = hooks; }
+  // Checkpoints after each step through `hook` (not owned; may be null).
+  void set_save_hook(SaveHook* hook) { save_hook_ = hook; }
 
   // One optimizer step over global_batch sequences (this rank's slice of them).
   Result<StepMetrics> step();
@@ -96,6 +118,16 @@ class Trainer {
   model::Model& model() { return *model_; }
   Backend& backend() { return *backend_; }
   int grad_accum() const { return accum_; }
+  const RunOptions& options() const { return o_; }
+  AdamW& optimizer() { return *opt_; }
+  uint64_t num_windows() const { return data_->num_windows(); }
+
+  // Checkpoint/resume: optimizer steps done and tokens trained on. After the weights and
+  // moments were restored, set_progress(step) makes run() continue at step + 1 with the
+  // data, dropout and learning rate of that step (all functions of the step).
+  int64_t steps_done() const { return step_; }
+  int64_t tokens() const { return tokens_; }
+  void set_progress(int64_t steps_done, int64_t tokens);
 
  private:
   Trainer() = default;
@@ -108,6 +140,7 @@ class Trainer {
   std::shared_ptr<data::TokenDataset> data_;
   std::unique_ptr<data::Sampler> sampler_;
   StepHooks* hooks_ = nullptr;
+  SaveHook* save_hook_ = nullptr;
   int accum_ = 1;
   int64_t step_ = 0;  // optimizer steps done
   int64_t tokens_ = 0;

@@ -1,0 +1,169 @@
+// `partrain ckpt`: the committed checkpoints of a run, read from its state store (opened
+// read-only, so it works while the job runs).
+//
+//   partrain ckpt list RUN_DIR
+//   partrain ckpt verify RUN_DIR [--step N]
+//   partrain ckpt export RUN_DIR --job JOB.toml -o OUT.safetensors [--step N]
+//
+// RUN_DIR is a run folder (its checkpoints/ holds state.db) or a checkpoint root itself
+// ([checkpoint] dir). export writes one checkpoint's weights under Hugging Face names,
+// through the model of JOB.toml (engine/model/hf_io), whatever layout wrote them.
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "cli/commands.h"
+#include "cli/exit_codes.h"
+#include "config/job_config.h"
+#include "engine/backend.h"
+#include "engine/model/hf_io.h"
+#include "engine/model/model.h"
+#include "store/shard_file.h"
+#include "store/state_store.h"
+
+namespace partrain::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct CkptArgs {
+  std::string run_dir, job, output;
+  int64_t step = -1;  // -1: the newest
+};
+
+int fail(const Status& s) {
+  std::fprintf(stderr, "partrain: %s\n", s.message().c_str());
+  return exit_code_for(s);
+}
+
+// The checkpoint root of RUN_DIR and its committed checkpoints, newest first.
+struct Opened {
+  std::string root;
+  std::unique_ptr<store::StateStore> store;
+  std::vector<store::Checkpoint> checkpoints;
+};
+
+Result<Opened> open_run(const std::string& run_dir) {
+  Opened o;
+  o.root = fs::exists(fs::path(run_dir) / "state.db") ? run_dir : run_dir + "/checkpoints";
+  if (!fs::exists(fs::path(o.root) / "state.db")) {
+    return Status::not_found(fmt::format("{}: no checkpoints here (neither {}/state.db nor {}/checkpoints/state.db); "
+                                         "give the run folder or the [checkpoint] dir", run_dir, run_dir, run_dir));
+  }
+  Result<std::unique_ptr<store::StateStore>> st = store::StateStore::open(o.root, /*read_only=*/true);
+  if (!st) return st.status();
+  o.store = std::move(st).value();
+  Result<std::vector<store::Checkpoint>> c = o.store->checkpoints();
+  if (!c) return c.status();
+  o.checkpoints = std::move(c).value();
+  return o;
+}
+
+// The checkpoint of `step` (-1: the newest).
+Result<const store::Checkpoint*> pick(const Opened& o, int64_t step) {
+  for (const store::Checkpoint& c : o.checkpoints) {
+    if (step < 0 || c.state.step == step) return &c;
+  }
+  if (o.checkpoints.empty()) return Status::not_found(o.root + ": no committed checkpoint");
+  return Status::not_found(fmt::format("{}: no committed checkpoint of step {}; `partrain ckpt list {}` "
+                                       "shows those there are", o.root, step, o.root));
+}
+
+int run_list(const CkptArgs& a) {
+  Result<Opened> o = open_run(a.run_dir);
+  if (!o) return fail(o.status());
+  Result<std::optional<store::RunMeta>> meta = o->store->meta();
+  if (!meta) return fail(meta.status());
+  if (*meta) {
+    std::printf("%s: written by partrain %s, config %s, %zu committed checkpoint(s)\n", o->root.c_str(),
+                (*meta)->version.c_str(), (*meta)->config_hash.c_str(), o->checkpoints.size());
+  }
+  std::printf("%8s  %10s  %6s  %12s  %6s  %8s  %s\n", "step", "MiB", "ranks", "samples", "epoch", "pieces", "layout");
+  for (const store::Checkpoint& c : o->checkpoints) {
+    std::printf("%8lld  %10.2f  %6d  %12llu  %6llu  %8zu  %s%s\n", static_cast<long long>(c.state.step),
+                static_cast<double>(c.total_bytes()) / (1 << 20), c.state.world,
+                static_cast<unsigned long long>(c.state.consumed_samples),
+                static_cast<unsigned long long>(c.state.epoch), c.pieces.size(),
+                c.state.layout.empty() ? "one rank" : c.state.layout.c_str(),
+                &c == &o->checkpoints.front() ? "  (newest)" : "");
+  }
+  return kExitOk;
+}
+
+int run_verify(const CkptArgs& a) {
+  Result<Opened> o = open_run(a.run_dir);
+  if (!o) return fail(o.status());
+  if (a.step >= 0 && !pick(*o, a.step)) return fail(pick(*o, a.step).status());
+  int bad = 0, checked = 0;
+  for (const store::Checkpoint& c : o->checkpoints) {
+    if (a.step >= 0 && c.state.step != a.step) continue;
+    ++checked;
+    if (Status s = store::verify_checkpoint(o->root, c); !s) {
+      std::printf("step %lld: DAMAGED: %s\n", static_cast<long long>(c.state.step), s.message().c_str());
+      ++bad;
+    } else {
+      std::printf("step %lld: ok (%zu pieces, %.2f MiB, every CRC-32C matches)\n", static_cast<long long>(c.state.step),
+                  c.pieces.size(), static_cast<double>(c.total_bytes()) / (1 << 20));
+    }
+  }
+  if (checked == 0) return fail(Status::not_found(o->root + ": no committed checkpoint"));
+  if (bad > 0) {
+    std::fprintf(stderr, "partrain: %d of %d checkpoint(s) under %s are damaged; a resume skips them\n", bad,
+                 checked, o->root.c_str());
+    return kExitFailure;
+  }
+  return kExitOk;
+}
+
+int run_export(const CkptArgs& a) {
+  Result<Opened> o = open_run(a.run_dir);
+  if (!o) return fail(o.status());
+  Result<const store::Checkpoint*> c = pick(*o, a.step);
+  if (!c) return fail(c.status());
+  Result<config::JobConfig> job = config::load_job(a.job);
+  if (!job) return fail(job.status());
+  Result<std::unique_ptr<engine::Backend>> be = engine::make_backend("cpu");
+  if (!be) return fail(be.status());
+  auto m = engine::model::Model::create(job->model, be->get(), 1, job->training.seed);
+  if (!m) return fail(m.status());
+  std::vector<float> host(static_cast<size_t>((*m)->num_params()));
+  for (const engine::model::ParamSpec& p : (*m)->table().specs()) {
+    if (Status s = store::read_range(o->root, **c, p.name, store::Role::kWeight, 0, p.numel(), host.data() + p.offset);
+        !s) {
+      return fail(s.prefixed(fmt::format("{} does not fit [model] of {}: ", o->root, a.job)));
+    }
+  }
+  (*m)->params_from_host(host);
+  if (Status s = engine::model::save_hf(**m, a.output); !s) return fail(s);
+  std::printf("wrote %s: the weights of step %lld (%lld parameters, Hugging Face names)\n", a.output.c_str(),
+              static_cast<long long>((*c)->state.step), static_cast<long long>((*m)->num_params()));
+  return kExitOk;
+}
+
+}  // namespace
+
+void register_ckpt(CLI::App& app, CommandResult* result) {
+  CLI::App* ckpt = app.add_subcommand("ckpt", "Committed checkpoints of a run: list, verify, export.");
+  ckpt->require_subcommand(1);
+  auto args = std::make_shared<CkptArgs>();
+  CLI::App* list = ckpt->add_subcommand("list", "List the committed checkpoints with step, size and layout.");
+  list->add_option("run_dir", args->run_dir, "run folder, or the [checkpoint] dir")->required();
+  list->callback([args, result] { result->exit_code = run_list(*args); });
+  CLI::App* verify = ckpt->add_subcommand("verify", "Check every piece's size and CRC-32C.");
+  verify->add_option("run_dir", args->run_dir, "run folder, or the [checkpoint] dir")->required();
+  verify->add_option("--step", args->step, "only this step's checkpoint");
+  verify->callback([args, result] { result->exit_code = run_verify(*args); });
+  CLI::App* exp = ckpt->add_subcommand("export", "Write one checkpoint's weights as safetensors (Hugging Face names).");
+  exp->add_option("run_dir", args->run_dir, "run folder, or the [checkpoint] dir")->required();
+  exp->add_option("--job", args->job, "the job file the run trained (for [model])")->required()->check(CLI::ExistingFile);
+  exp->add_option("-o,--output", args->output, "output file (.safetensors)")->required();
+  exp->add_option("--step", args->step, "the checkpoint's step (default: the newest)");
+  exp->callback([args, result] { result->exit_code = run_export(*args); });
+}
+
+}  // namespace partrain::cli

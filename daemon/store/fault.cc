@@ -1,0 +1,38 @@
+// See fault.h.
+#include "store/fault.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+namespace partrain::store {
+
+bool fault_armed(const char* point, int64_t step, int rank) {
+  const char* spec = std::getenv("PARTRAIN_FAULT");
+  if (spec == nullptr || *spec == '\0') return false;
+  const std::string s = spec;
+  const std::string head = std::string(point) + ":" + std::to_string(step);
+  if (s != head && s != head + ":" + std::to_string(rank)) return false;
+  // PARTRAIN_FAULT_ONCE=FILE: only the first process to get here dies (it creates FILE), so a
+  // restarted worker group runs past the same point.
+  if (const char* once = std::getenv("PARTRAIN_FAULT_ONCE"); once != nullptr && *once != '\0') {
+    const int fd = ::open(once, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0) return false;
+    ::close(fd);
+  }
+  return true;
+}
+
+void crash_point(const char* point, int64_t step, int rank) {
+  if (!fault_armed(point, step, rank)) return;
+  std::fprintf(stderr, "partrain: PARTRAIN_FAULT: killing pid %d at %s, step %lld, rank %d\n",
+               static_cast<int>(::getpid()), point, static_cast<long long>(step), rank);
+  std::fflush(stderr);
+  ::kill(::getpid(), SIGKILL);
+}
+
+}  // namespace partrain::store

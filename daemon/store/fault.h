@@ -1,0 +1,23 @@
+// Crash points for the fault-matrix tests: PARTRAIN_FAULT=POINT:STEP[:RANK] makes the
+// process that reaches POINT at step STEP (on rank RANK, any rank when left out) kill
+// itself with SIGKILL there, the same death as kill -9 or the OOM killer, at an instant a
+// test could not hit by timing. Unset (always, outside tests) it costs one getenv.
+//
+// With PARTRAIN_FAULT_ONCE=FILE only the first process that reaches the point dies (a
+// restarted group runs past it).
+//
+// Points: after_step (a step finished, before any save), shard_write (half of the shard
+// written under its temp name), before_commit (every shard durable, the WriteBatch not
+// yet written), after_commit (written, retention and the acknowledgement not yet done).
+#pragma once
+
+#include <cstdint>
+
+namespace partrain::store {
+
+// True when PARTRAIN_FAULT names this point, step and rank (the caller then dies its own
+// way); crash_point() kills the process at once.
+bool fault_armed(const char* point, int64_t step, int rank);
+void crash_point(const char* point, int64_t step, int rank);
+
+}  // namespace partrain::store

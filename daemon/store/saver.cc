@@ -1,0 +1,219 @@
+// See saver.h.
+#include "store/saver.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "common/log.h"
+#include "store/fault.h"
+
+namespace partrain::store {
+namespace {
+
+namespace train = partrain::engine::train;
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+}  // namespace
+
+std::vector<LogicalTensor> logical_tensors(const engine::model::ParamTable& table) {
+  std::vector<LogicalTensor> out;
+  for (const engine::model::ParamSpec& p : table.specs()) {
+    out.push_back({p.name, std::vector<int64_t>(p.shape.dims.begin(), p.shape.dims.begin() + p.shape.ndim)});
+  }
+  return out;
+}
+
+namespace {
+
+// The device tensor of `role` (the flat parameter, first- or second-moment buffer).
+engine::Tensor flat_of(train::Trainer& t, Role role) {
+  switch (role) {
+    case Role::kWeight: return t.model().params();
+    case Role::kAdamM: return t.optimizer().exp_avg();
+    case Role::kAdamV: return t.optimizer().exp_avg_sq();
+  }
+  return {};
+}
+
+// Views of `specs` into the trainer's flat buffers.
+std::vector<PieceView> views_of(train::Trainer& t, const std::vector<PieceSpec>& specs) {
+  const engine::model::ParamTable& table = t.model().table();
+  std::vector<PieceView> out;
+  for (const PieceSpec& p : specs) {
+    const int64_t at = table.specs()[static_cast<size_t>(table.find(p.tensor))].offset + p.begin;
+    out.push_back({p, flat_of(t, p.role).slice(at, engine::Shape{p.end - p.begin})});
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<PieceView> ReplicatedDpLayout::save_views(train::Trainer& trainer) {
+  return views_of(trainer, dp_slice_pieces(logical_tensors(trainer.model().table()), dp_, dp_rank_));
+}
+
+std::vector<PieceView> ReplicatedDpLayout::restore_views(train::Trainer& trainer) {
+  return views_of(trainer, dp_slice_pieces(logical_tensors(trainer.model().table()), 1, 0));
+}
+
+namespace {
+
+// The pieces of the shard [begin, end) of the flat buffer for `role`, viewing `shard` (a
+// tensor holding exactly that range).
+void append_shard_views(const engine::model::ParamTable& table, Role role, int64_t begin, int64_t end,
+                        const engine::Tensor& shard, std::vector<PieceView>* out) {
+  for (const PieceSpec& p : flat_range_pieces(logical_tensors(table), role, begin, end)) {
+    const int64_t flat = table.specs()[static_cast<size_t>(table.find(p.tensor))].offset + p.begin;
+    out->push_back({p, shard.slice(flat - begin, engine::Shape{p.end - p.begin})});
+  }
+}
+
+}  // namespace
+
+std::vector<PieceView> ZeroStateLayout::save_views(train::Trainer& trainer) {
+  const engine::model::Model& m = trainer.model();
+  const int64_t begin = m.shard().begin, end = m.shard().end;
+  std::vector<PieceView> out;
+  append_shard_views(m.table(), Role::kWeight, begin, end, m.shard_params(), &out);
+  append_shard_views(m.table(), Role::kAdamM, begin, end, trainer.optimizer().exp_avg(), &out);
+  append_shard_views(m.table(), Role::kAdamV, begin, end, trainer.optimizer().exp_avg_sq(), &out);
+  return out;
+}
+
+std::vector<PieceView> ZeroStateLayout::restore_views(train::Trainer& trainer) {
+  const engine::model::Model& m = trainer.model();
+  const int64_t begin = m.shard().begin, end = m.shard().end;
+  std::vector<PieceView> out;
+  if (stage_ >= 3) {
+    append_shard_views(m.table(), Role::kWeight, begin, end, m.shard_params(), &out);
+  } else {  // the replicated weights, whole (shard_params() is a view into them)
+    append_shard_views(m.table(), Role::kWeight, 0, m.num_params(), m.params(), &out);
+  }
+  append_shard_views(m.table(), Role::kAdamM, begin, end, trainer.optimizer().exp_avg(), &out);
+  append_shard_views(m.table(), Role::kAdamV, begin, end, trainer.optimizer().exp_avg_sq(), &out);
+  return out;
+}
+
+Status restore_views(engine::Backend& backend, const std::string& root, const Checkpoint& c,
+                     const std::vector<PieceView>& views) {
+  std::vector<float> host;
+  for (const PieceView& v : views) {
+    host.resize(static_cast<size_t>(v.spec.end - v.spec.begin));
+    PARTRAIN_RETURN_IF_ERROR(read_range(root, c, v.spec.tensor, v.spec.role, v.spec.begin, v.spec.end, host.data()));
+    backend.to_device(v.tensor, host.data());
+  }
+  return Status::ok();
+}
+
+std::string nothing_left(const Checkpoint& c, int64_t steps, const std::string& root) {
+  if (c.state.step < steps) return "";
+  return fmt::format("the checkpoint of step {} already reaches [training] steps = {}: nothing to train; "
+                     "give --steps N above {} to train on, or remove {} to start over", c.state.step, steps,
+                     c.state.step, root);
+}
+
+Status restore_trainer(train::Trainer& trainer, const std::string& root, const Checkpoint& c, StateLayout* layout) {
+  ReplicatedDpLayout replicated(1, 0);
+  StateLayout* l = layout != nullptr ? layout : &replicated;
+  PARTRAIN_RETURN_IF_ERROR(restore_views(trainer.model().backend(), root, c, l->restore_views(trainer)));
+  trainer.model().backend().synchronize();
+  trainer.optimizer().reload_master();
+  trainer.optimizer().set_steps_taken(c.state.adam_steps);
+  trainer.set_progress(c.state.step, c.state.tokens);
+  return Status::ok();
+}
+
+// This rank's pieces copied to host memory at a step boundary.
+struct CheckpointSaver::Snapshot {
+  TrainState state;
+  std::vector<PieceSpec> specs;
+  std::vector<std::vector<float>> data;
+  uint64_t bytes = 0;
+};
+
+CheckpointSaver::CheckpointSaver(SaverOptions options, Committer* committer)
+    : o_(std::move(options)), committer_(committer) {}
+
+CheckpointSaver::~CheckpointSaver() { (void)wait(); }
+
+Status CheckpointSaver::wait() {
+  if (!thread_.joinable()) return Status::ok();
+  thread_.join();
+  return async_status_;
+}
+
+Status CheckpointSaver::write_and_commit(const Snapshot& s) {
+  const auto t0 = Clock::now();
+  std::vector<PieceData> views;
+  for (size_t i = 0; i < s.specs.size(); ++i) views.push_back({s.specs[i], s.data[i].data()});
+  Result<std::vector<PieceRecord>> records = write_shard(o_.root, s.state.step, o_.rank, views);
+  if (!records) return records.status();
+  const double write_ms = ms_since(t0);
+  last_mb_per_s_ = write_ms > 0 ? static_cast<double>(s.bytes) / (1 << 20) / (write_ms / 1e3) : 0;
+  PARTRAIN_RETURN_IF_ERROR(committer_->commit(s.state, o_.rank, std::move(records).value()));
+  if (o_.rank == 0) {
+    log::info("store", "checkpoint of step {}: shard of {:.2f} MiB written in {:.1f} ms ({:.1f} MB/s), "
+              "committed after {:.1f} ms", s.state.step, static_cast<double>(s.bytes) / (1 << 20),
+              write_ms, last_mb_per_s_, ms_since(t0));
+  }
+  return Status::ok();
+}
+
+Status CheckpointSaver::after_step(train::Trainer& trainer, bool final, train::StepMetrics* m) {
+  const int64_t step = trainer.steps_done();
+  crash_point("after_step", step, o_.rank);
+  const bool due = final || (o_.every > 0 && step % o_.every == 0);
+  if (!due) return Status::ok();
+  const auto t0 = Clock::now();
+  // The previous save first: saves never overlap.
+  const bool pending = thread_.joinable();
+  PARTRAIN_RETURN_IF_ERROR(wait());
+  if (pending && o_.rank == 0) {
+    log::info("store", "checkpoint of step {}: waited {:.1f} ms for the previous save to finish", step, ms_since(t0));
+  }
+  // Copy this rank's slices of the weights and moments to host memory.
+  auto snap = std::make_shared<Snapshot>();
+  const engine::TrainOptions& tr = trainer.options().train;
+  TrainState& st = snap->state;
+  st.step = step;
+  st.consumed_samples = static_cast<uint64_t>(step) * static_cast<uint64_t>(tr.global_batch);
+  st.epoch = st.consumed_samples / std::max<uint64_t>(1, trainer.num_windows());
+  st.seed = tr.seed;
+  st.adam_steps = trainer.optimizer().steps_taken();
+  st.lr_step = step;
+  st.loss_scale = 1.0;
+  st.tokens = trainer.tokens();
+  st.layout = o_.layout_name;
+  st.world = o_.world;
+  ReplicatedDpLayout replicated(o_.dp, o_.dp_rank);
+  StateLayout* layout = o_.layout != nullptr ? o_.layout : &replicated;
+  engine::Backend& be = trainer.model().backend();
+  if (be.needs_master_weights() && !warned_master_) {
+    // AdamW keeps fp32 master weights on such a device; the optimizer does not expose them.
+    log::warn("store", "checkpoints on {} hold the bf16 weights widened to F32, not AdamW's fp32 master "
+              "weights: a resumed run continues from those and is not bit-identical", be.name());
+    warned_master_ = true;
+  }
+  for (const PieceView& v : layout->save_views(trainer)) {
+    std::vector<float> data(static_cast<size_t>(v.spec.end - v.spec.begin));
+    be.to_host(data.data(), v.tensor);
+    snap->bytes += data.size() * sizeof(float);
+    snap->specs.push_back(v.spec);
+    snap->data.push_back(std::move(data));
+  }
+  if (o_.async && !final) {
+    m->save_mb_per_s = last_mb_per_s_;  // of the previous save: this one is still running
+    thread_ = std::thread([this, snap] { async_status_ = write_and_commit(*snap); });
+  } else {
+    PARTRAIN_RETURN_IF_ERROR(write_and_commit(*snap));
+    m->save_mb_per_s = last_mb_per_s_;
+  }
+  m->save_stall_ms = ms_since(t0);
+  return Status::ok();
+}
+
+}  // namespace partrain::store

@@ -1,0 +1,129 @@
+// The rank's side of checkpointing, as a trainer SaveHook: every [checkpoint] every steps,
+// after the last step and at a SIGTERM stop, copy this rank's pieces of the weights and
+// Adam moments to host memory, write them as one shard file (shard_file.h) and hand the
+// piece records to a Committer (the coordinator commits once every rank's are in).
+// Restoring reads back whatever ranges this rank needs from the pieces of any layout.
+//
+// Asynchronous saving: the copy to host memory is the only stall; a background thread
+// writes and commits while training goes on. A save that falls due while the previous one
+// is still running waits for it first; the final save is waited for before run() returns.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/status.h"
+#include "engine/model/params.h"
+#include "engine/train/trainer.h"
+#include "store/manifest.h"
+#include "store/shard_file.h"
+
+namespace partrain::store {
+
+// The model's tensors under their Hugging Face names, in table order.
+std::vector<LogicalTensor> logical_tensors(const engine::model::ParamTable& table);
+
+// A piece of state a rank holds on its device: what it is (tensor, role, [begin, end)) and
+// the contiguous device elements that hold it (spec.end - spec.begin of them).
+struct PieceView {
+  PieceSpec spec;
+  engine::Tensor tensor;
+};
+
+// Which pieces a rank writes at a save and which it fills at a restore: the interface a
+// sharding strategy implements. Plain dp (ReplicatedDpLayout) holds everything on every
+// rank, writes the dp_rank-th 1/dp slice of each tensor and reads everything back; a ZeRO
+// rank writes and reads the flat ranges of the moments it owns (flat_range_pieces) and
+// whatever weights it holds; a tp rank its shards of each tensor.
+class StateLayout {
+ public:
+  virtual ~StateLayout() = default;
+  virtual std::vector<PieceView> save_views(engine::train::Trainer& trainer) = 0;
+  virtual std::vector<PieceView> restore_views(engine::train::Trainer& trainer) = 0;
+};
+
+class ReplicatedDpLayout final : public StateLayout {
+ public:
+  ReplicatedDpLayout(int dp, int dp_rank) : dp_(dp), dp_rank_(dp_rank) {}
+  std::vector<PieceView> save_views(engine::train::Trainer& trainer) override;
+  std::vector<PieceView> restore_views(engine::train::Trainer& trainer) override;
+
+ private:
+  int dp_, dp_rank_;
+};
+
+// A ZeRO rank (stage 1-3, engine/model/sharding.h): it writes the pieces of its shard
+// [model.shard().begin, end) of the flat buffer for the weights (from shard_params()) and
+// both moments (the optimizer holds them for the shard only), and reads the same back;
+// below stage 3 it also reads the whole weights, which it holds replicated.
+class ZeroStateLayout final : public StateLayout {
+ public:
+  explicit ZeroStateLayout(int stage) : stage_(stage) {}
+  std::vector<PieceView> save_views(engine::train::Trainer& trainer) override;
+  std::vector<PieceView> restore_views(engine::train::Trainer& trainer) override;
+
+ private:
+  int stage_;
+};
+
+// Fills every view from the checkpoint's pieces (of any layout: each range is read from
+// whichever pieces overlap it, every piece read is verified).
+Status restore_views(engine::Backend& backend, const std::string& root, const Checkpoint& c,
+                     const std::vector<PieceView>& views);
+
+// A log line for a resume that has nothing left to train (the checkpoint's step reaches
+// `steps`), or "" when there is.
+std::string nothing_left(const Checkpoint& c, int64_t steps, const std::string& root);
+
+// Restores `layout`'s views (plain dp when null: all weights and both Adam moments), then
+// AdamW's step count and the step counters, from `c`.
+Status restore_trainer(engine::train::Trainer& trainer, const std::string& root, const Checkpoint& c,
+                       StateLayout* layout = nullptr);
+
+// Tells the coordinator that this rank's shard of step `step` is durable and waits until
+// the checkpoint is committed. The same for every rank; `state` matters from rank 0.
+class Committer {
+ public:
+  virtual ~Committer() = default;
+  virtual Status commit(const TrainState& state, int rank, std::vector<PieceRecord> pieces) = 0;
+};
+
+struct SaverOptions {
+  std::string root;        // checkpoint root. Required
+  int64_t every = 0;       // save every N steps; 0 = only the final save. Default: 0
+  int rank = 0;            // this rank (names its shard file)
+  int world = 1;           // ranks writing pieces
+  int dp = 1, dp_rank = 0; // plain dp: this rank writes the dp_rank-th 1/dp slice of every tensor
+  StateLayout* layout = nullptr;  // what this rank writes; null = ReplicatedDpLayout(dp, dp_rank)
+  std::string layout_name; // e.g. "dp2", recorded in the state
+  bool async = false;      // write and commit on a background thread. Default: false
+};
+
+class CheckpointSaver final : public engine::train::SaveHook {
+ public:
+  CheckpointSaver(SaverOptions options, Committer* committer);
+  ~CheckpointSaver() override;  // waits for a save in flight
+
+  Status after_step(engine::train::Trainer& trainer, bool final, engine::train::StepMetrics* m) override;
+  // Waits for the save in flight, if any; its status.
+  Status wait();
+
+ private:
+  struct Snapshot;
+  Status write_and_commit(const Snapshot& s);
+
+  SaverOptions o_;
+  Committer* committer_;
+  std::thread thread_;        // the save in flight (async)
+  Status async_status_;       // its result, read after join
+  double last_mb_per_s_ = 0;  // of the last finished save
+  bool warned_master_ = false;
+};
+
+}  // namespace partrain::store

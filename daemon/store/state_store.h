@@ -1,0 +1,76 @@
+// The run's state store: one RocksDB database at ROOT/state.db, opened by exactly one
+// writer, the coordinator (the coordinator's partraind, or the `partrain run` process of a
+// single rank); RocksDB's own lock file refuses a second writer. `partrain ckpt` opens it
+// read-only. This is the only code in partrain that includes RocksDB.
+//
+// Keys:
+//   meta/version, meta/config_hash, meta/layout   run metadata
+//   ckpt/<step, 20 digits>                        a committed checkpoint (encode_checkpoint)
+//   latest                                        the newest committed step
+// A checkpoint is committed by one synced WriteBatch (manifest, state and pointer
+// together, older checkpoints beyond `keep` dropped in the same batch), after every
+// rank's shards are durable. Whatever the batch did not reach does not exist.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "store/manifest.h"
+
+namespace rocksdb {
+class DB;
+}
+
+namespace partrain::store {
+
+struct RunMeta {
+  std::string version;      // partrain version that last committed
+  std::string config_hash;  // what a checkpoint must match to be resumed (see config_hash())
+  std::string layout;       // the layout of the last commit, e.g. "dp2"
+};
+
+class StateStore {
+ public:
+  // Opens (creating when `read_only` is false) ROOT/state.db. unavailable when another
+  // process holds it; corruption when RocksDB cannot recover it.
+  static Result<std::unique_ptr<StateStore>> open(const std::string& root, bool read_only = false);
+  ~StateStore();
+  StateStore(const StateStore&) = delete;
+  StateStore& operator=(const StateStore&) = delete;
+
+  const std::string& root() const { return root_; }
+  Result<std::optional<RunMeta>> meta() const;
+  // Committed checkpoints, newest first.
+  Result<std::vector<Checkpoint>> checkpoints() const;
+  // The newest committed step, or -1.
+  Result<int64_t> latest() const;
+
+  // Commits `c` with `meta` in one synced WriteBatch and drops the committed checkpoints
+  // older than the `keep` newest from the store; returns their steps (their files are the
+  // caller's to delete, now that the newer one is durable).
+  Result<std::vector<int64_t>> commit(const Checkpoint& c, const RunMeta& meta, int keep);
+
+ private:
+  StateStore() = default;
+  std::string root_;
+  std::unique_ptr<rocksdb::DB> db_;
+  bool read_only_ = false;
+};
+
+// Deletes ROOT/step-N for every N not in `committed` (a save that never committed: a
+// crash, a full disk) and temp files left in committed folders. Returns what it removed.
+Result<std::vector<std::string>> remove_uncommitted(const std::string& root,
+                                                    const std::vector<int64_t>& committed);
+// Deletes ROOT/step-N (a checkpoint retention dropped).
+Status remove_step(const std::string& root, int64_t step);
+
+// The config hash: CRC-32C over what a checkpoint's numbers depend on beyond the tensors
+// (the seed, global batch and sequence length) and every tensor's name and shape.
+std::string config_hash(const std::vector<LogicalTensor>& tensors, uint64_t seed, int global_batch,
+                        int seq_len);
+
+}  // namespace partrain::store

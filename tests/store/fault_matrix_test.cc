@@ -1,0 +1,396 @@
+// The fault matrix, through the real commands (`partrain run`, which starts partraind and
+// its workers for --nproc): a run is killed or damaged at a chosen instant, the same command
+// is run again, and it must resume by itself from the newest checkpoint that verifies with
+// no committed step lost, and its metrics.jsonl must equal an uninterrupted run's: the
+// loss and grad_norm text of every step bit for bit on the same layout, within 1e-5
+// relative on another dp size. Crashes at exact instants use PARTRAIN_FAULT (store/fault.h):
+// the process kills itself with SIGKILL there, as kill -9 would.
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/mount.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "process_util.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+constexpr int kSteps = 12;  // checkpoints at 4, 8 and 12
+
+using partrain::testing::free_port;
+using partrain::testing::Proc;
+using partrain::testing::slurp;
+using partrain::testing::start;
+using partrain::testing::wait_exit;
+
+// Per step: the "loss" and "grad_norm" values as written (shortest round-trip text).
+struct Point {
+  std::string loss, grad_norm;
+};
+std::vector<Point> trajectory(const std::string& metrics) {
+  std::vector<Point> out;
+  std::ifstream in(metrics);
+  std::string line;
+  static const std::regex kRe("\"step\":([0-9]+),\"loss\":([^,]+),\"lr\":[^,]+,\"grad_norm\":([^,]+),");
+  while (std::getline(in, line)) {
+    std::smatch m;
+    if (!std::regex_search(line, m, kRe)) continue;
+    EXPECT_EQ(std::stoi(m[1].str()), static_cast<int>(out.size()) + 1) << metrics << ": steps out of order";
+    out.push_back({m[2].str(), m[3].str()});
+  }
+  return out;
+}
+
+
+std::string fmt_step(size_t step) { return "checkpoint of step " + std::to_string(step); }
+
+// The step a run resumed at, from its log, or -1.
+int resumed_at(const std::string& log) {
+  static const std::regex kRe("resum(?:e|ing) at step ([0-9]+)");
+  std::smatch m;
+  return std::regex_search(log, m, kRe) ? std::stoi(m[1].str()) : -1;
+}
+
+class FaultMatrix : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/partrain_faults_XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override {
+    if (!mounted_.empty()) ::umount2(mounted_.c_str(), MNT_DETACH);
+    fs::remove_all(dir_);
+  }
+
+  // The demo job with checkpoints every 4 steps; `extra` goes into [checkpoint].
+  std::string job(const std::string& name, const std::string& extra = "") {
+    const std::string src = std::string(PARTRAIN_SOURCE_DIR) + "/etc/examples/tiny.toml";
+    std::string text = slurp(src);
+    const std::string data = "\"data/licenses_train.bin\"";
+    text.replace(text.find(data), data.size(),
+                 "\"" + std::string(PARTRAIN_SOURCE_DIR) + "/etc/examples/data/licenses_train.bin\"");
+    text.replace(text.find("every = 0"), 9, "every = 4\n" + extra);
+    const std::string path = dir_ + "/" + name + ".toml";
+    std::ofstream(path) << text;
+    return path;
+  }
+  // `partrain run JOB --steps 12 [--partrain=SPEC --nproc N]` into run folder `run`.
+  int run(const std::string& job_path, const std::string& run, const std::string& spec, int nproc,
+          std::map<std::string, std::string> env = {}, std::string* log = nullptr,
+          const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> argv{PARTRAIN_CLI, "run", job_path, "--steps", std::to_string(kSteps)};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    if (nproc > 0) {
+      argv.push_back("--partrain=" + spec);
+      argv.push_back("--nproc");
+      argv.push_back(std::to_string(nproc));
+    }
+    env["PARTRAIN_SITE_CONFIG"] = PARTRAIN_SITE_CONFIG_FILE;
+    env["PARTRAIN_RUN_DIR"] = dir_ + "/" + run;
+    env["OMP_NUM_THREADS"] = "1";
+    Proc p = start(argv, env, dir_, run + "." + std::to_string(++runs_));
+    const int code = wait_exit(p.pid);
+    if (log != nullptr) *log = slurp(p.err) + slurp(p.out);
+    return code;
+  }
+  // `partrain ARGS...`; its exit code, stdout + stderr in *out.
+  int cli(const std::vector<std::string>& args, std::string* out) {
+    std::vector<std::string> argv{PARTRAIN_CLI};
+    argv.insert(argv.end(), args.begin(), args.end());
+    Proc p = start(argv, {}, dir_, "cli." + std::to_string(++runs_));
+    const int code = wait_exit(p.pid);
+    *out = slurp(p.out) + slurp(p.err);
+    return code;
+  }
+  // The uninterrupted run of a layout, once per test.
+  std::vector<Point> reference(const std::string& spec, int nproc) {
+    std::string log;
+    const std::string r = "ref" + std::to_string(nproc);
+    EXPECT_EQ(run(job("ref"), r, spec, nproc, {}, &log), 0) << log;
+    std::vector<Point> t = trajectory(dir_ + "/" + r + "/metrics.jsonl");
+    EXPECT_EQ(t.size(), static_cast<size_t>(kSteps));
+    return t;
+  }
+  void expect_same(const std::vector<Point>& ref, const std::string& run) {
+    const std::vector<Point> got = trajectory(dir_ + "/" + run + "/metrics.jsonl");
+    ASSERT_EQ(got.size(), ref.size()) << run;
+    for (size_t i = 0; i < ref.size(); ++i) {
+      EXPECT_EQ(got[i].loss, ref[i].loss) << run << " step " << i + 1;
+      EXPECT_EQ(got[i].grad_norm, ref[i].grad_norm) << run << " step " << i + 1;
+    }
+  }
+  // Crashes `run` with PARTRAIN_FAULT=fault, runs the same command again and checks that it
+  // resumed at `expect_resume` and ends on the uninterrupted trajectory.
+  void crash_and_resume(const std::string& fault, int expect_resume, const std::string& spec, int nproc,
+                        const std::string& extra = "") {
+    const std::vector<Point> ref = reference(spec, nproc);
+    const std::string j = job("crash", extra);
+    std::string log;
+    EXPECT_NE(run(j, "crash", spec, nproc, {{"PARTRAIN_FAULT", fault}}, &log), 0) << log;
+    EXPECT_NE(log.find("PARTRAIN_FAULT: killing"), std::string::npos) << log;
+    ASSERT_EQ(run(j, "crash", spec, nproc, {}, &log), 0) << log;
+    EXPECT_EQ(resumed_at(log), expect_resume) << log;
+    expect_same(ref, "crash");
+    std::printf("fault case %s on %s: resumed at step %d, committed steps lost 0\n", fault.c_str(),
+                nproc > 0 ? spec.c_str() : "one rank", resumed_at(log));
+  }
+
+  std::string dir_, mounted_;
+  int runs_ = 0;
+};
+
+TEST_F(FaultMatrix, OneRankKilledAtAStepResumesBitIdentical) {
+  crash_and_resume("after_step:6", 4, "", 0);
+}
+
+TEST_F(FaultMatrix, WorkerKilledAtAStepResumesBitIdentical) {
+  crash_and_resume("after_step:7:1", 4, "dp2", 2);
+}
+
+// The same with synchronous saves (written and committed before the next step).
+TEST_F(FaultMatrix, SynchronousSavesResumeBitIdentical) {
+  crash_and_resume("after_step:10:0", 8, "dp2", 2, "async = false\n");
+}
+
+// Rank 1 dies with half its shard of step 8 written: step 8 never committed, step 4 is used
+// and the half-written folder is removed.
+TEST_F(FaultMatrix, WorkerKilledDuringACheckpointWrite) {
+  crash_and_resume("shard_write:8:1", 4, "dp2", 2);
+  EXPECT_TRUE(fs::exists(dir_ + "/crash/checkpoints/step-000000000012/rank-00001.bin"));
+  for (const auto& e : fs::recursive_directory_iterator(dir_ + "/crash/checkpoints")) {
+    EXPECT_EQ(e.path().string().find(".tmp."), std::string::npos) << e.path();
+  }
+}
+
+// The coordinator (the agent, which `partrain run --nproc` is) dies while it commits: before
+// the WriteBatch the step does not exist; after it, the step is kept.
+TEST_F(FaultMatrix, CoordinatorKilledWhileCommitting) {
+  crash_and_resume("before_commit:8", 4, "dp2", 2);
+  fs::remove_all(dir_ + "/crash");
+  crash_and_resume("after_commit:8", 8, "dp2", 2);
+}
+
+TEST_F(FaultMatrix, CorruptAndTruncatedShardsFallBackToThePreviousCheckpoint) {
+  const std::vector<Point> ref = reference("dp2", 2);
+  const std::string j = job("damage");
+  std::string log;
+  ASSERT_EQ(run(j, "damage", "dp2", 2, {{"PARTRAIN_FAULT", "after_step:10:0"}}, &log), 75) << log;
+  // Flip one byte of step 8's rank-1 shard.
+  const std::string shard8 = dir_ + "/damage/checkpoints/step-000000000008/rank-00001.bin";
+  {
+    std::fstream f(shard8, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(1000);
+    const char c = static_cast<char>(f.get());
+    f.seekp(1000);
+    f.put(static_cast<char>(c ^ 0x40));
+  }
+  ASSERT_EQ(run(j, "damage", "dp2", 2, {{"PARTRAIN_FAULT", "after_step:7:0"}}, &log), 75) << log;
+  EXPECT_EQ(resumed_at(log), 4) << log;
+  EXPECT_NE(log.find(shard8 + ": checksum mismatch"), std::string::npos) << log;
+  EXPECT_NE(log.find("expected CRC-32C"), std::string::npos) << log;
+  // Now cut step 4's rank-0 shard: the run falls back to no checkpoint and starts over.
+  const std::string shard4 = dir_ + "/damage/checkpoints/step-000000000004/rank-00000.bin";
+  fs::resize_file(shard4, fs::file_size(shard4) / 3);
+  ASSERT_EQ(run(j, "damage", "dp2", 2, {}, &log), 0) << log;
+  EXPECT_NE(log.find(shard4 + ": truncated"), std::string::npos) << log;
+  EXPECT_EQ(resumed_at(log), -1) << log;
+  expect_same(ref, "damage");
+}
+
+// A tmpfs too small for the second checkpoint: the save fails naming the disk, step 4 stays
+// committed, and with room again the same command resumes from it.
+TEST_F(FaultMatrix, DiskFullDuringASave) {
+  const std::vector<Point> ref = reference("dp2", 2);
+  const std::string mnt = dir_ + "/small";
+  fs::create_directories(mnt);
+  if (::mount("tmpfs", mnt.c_str(), "tmpfs", 0, "size=7m") != 0) {
+    GTEST_SKIP() << "cannot mount a tmpfs (needs root): " << std::strerror(errno);
+  }
+  mounted_ = mnt;
+  const std::string j = job("full", "dir = \"" + mnt + "/ckpt\"\n");
+  std::string log;
+  EXPECT_NE(run(j, "full", "dp2", 2, {}, &log), 0) << log;
+  EXPECT_NE(log.find("No space left on device"), std::string::npos) << log;
+  ASSERT_EQ(::mount("tmpfs", mnt.c_str(), "tmpfs", MS_REMOUNT, "size=64m"), 0) << std::strerror(errno);
+  ASSERT_EQ(run(j, "full", "dp2", 2, {}, &log), 0) << log;
+  EXPECT_EQ(resumed_at(log), 4) << log;
+  EXPECT_NE(log.find("left by a save that never committed"), std::string::npos) << log;
+  expect_same(ref, "full");
+}
+
+// The RocksDB write-ahead log cut in the middle of the last commit's record (a crash while
+// RocksDB wrote it, before the synced write returned): the store recovers to the commit
+// before it, and the run resumes there.
+TEST_F(FaultMatrix, WalCutMidWrite) {
+  const std::vector<Point> ref = reference("", 0);
+  const std::string j = job("wal");
+  std::string log;
+  ASSERT_NE(run(j, "wal", "", 0, {{"PARTRAIN_FAULT", "after_step:10"}}, &log), 0) << log;
+  std::string wal;
+  for (const auto& e : fs::directory_iterator(dir_ + "/wal/checkpoints/state.db")) {
+    if (e.path().extension() == ".log" && (wal.empty() || e.path().string() > wal)) wal = e.path().string();
+  }
+  ASSERT_FALSE(wal.empty());
+  const uintmax_t size = fs::file_size(wal);
+  ASSERT_GT(size, 1000u);
+  fs::resize_file(wal, size * 3 / 4);  // inside the second of the two commit records
+  ASSERT_EQ(run(j, "wal", "", 0, {}, &log), 0) << log;
+  EXPECT_EQ(resumed_at(log), 4) << log;
+  expect_same(ref, "wal");
+}
+
+// Elastic: saved on dp2, resumed on dp4, then back on dp2; the trajectory stays within
+// fp32 tolerance of the uninterrupted dp2 run (the all-reduce sums in another order).
+TEST_F(FaultMatrix, ResumesOnAnotherDataParallelSize) {
+  const std::vector<Point> ref = reference("dp2", 2);
+  const std::string j = job("elastic");
+  std::string log;
+  ASSERT_EQ(run(j, "elastic", "dp2", 2, {{"PARTRAIN_FAULT", "after_step:6:1"}}, &log), 75) << log;
+  ASSERT_EQ(run(j, "elastic", "dp4,mb=1", 4, {{"PARTRAIN_FAULT", "after_step:10:3"}}, &log), 75) << log;
+  EXPECT_EQ(resumed_at(log), 4) << log;
+  ASSERT_EQ(run(j, "elastic", "dp2", 2, {}, &log), 0) << log;
+  EXPECT_EQ(resumed_at(log), 8) << log;
+  const std::vector<Point> got = trajectory(dir_ + "/elastic/metrics.jsonl");
+  ASSERT_EQ(got.size(), ref.size());
+  for (size_t i = 0; i < ref.size(); ++i) {
+    const double a = std::stod(got[i].loss), b = std::stod(ref[i].loss);
+    EXPECT_LE(std::fabs(a - b), 1e-5 * std::fabs(b)) << "step " << i + 1;
+    const double ga = std::stod(got[i].grad_norm), gb = std::stod(ref[i].grad_norm);
+    EXPECT_LE(std::fabs(ga - gb), 1e-5 * std::fabs(gb)) << "step " << i + 1;
+  }
+  // Steps 1..4 were trained on dp2 before the first crash: exactly the reference.
+  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(got[i].loss, ref[i].loss);
+}
+
+// In-job restart: the agent replaces a dead worker's group from the newest checkpoint
+// ([checkpoint] max_restarts) and the run finishes in the same command.
+TEST_F(FaultMatrix, AgentRestartsTheWorkerGroupInTheJob) {
+  const std::vector<Point> ref = reference("dp2", 2);
+  const std::string j = job("restart", "max_restarts = 2\n");
+  std::string log;
+  ASSERT_EQ(run(j, "restart", "dp2", 2,
+                {{"PARTRAIN_FAULT", "after_step:7:1"}, {"PARTRAIN_FAULT_ONCE", dir_ + "/fired"}}, &log), 0)
+      << log;
+  EXPECT_NE(log.find("restarting the worker group from the newest checkpoint (restart 1 of 2)"), std::string::npos)
+      << log;
+  EXPECT_EQ(resumed_at(log), 4) << log;
+  expect_same(ref, "restart");
+  // A fault that comes back every time: max_restarts restarts, then exit 75 for Slurm.
+  const std::string j1 = job("again", "max_restarts = 1\n");
+  EXPECT_EQ(run(j1, "again", "dp2", 2, {{"PARTRAIN_FAULT", "after_step:6:1"}}, &log), 75) << log;
+  EXPECT_NE(log.find("(restart 1 of 1)"), std::string::npos) << log;
+  EXPECT_EQ(log.find("(restart 2 of"), std::string::npos) << log;
+}
+
+// Two agents as under Slurm (one rank per "node", on localhost): node 1's worker dies, its
+// agent asks node 0's for a restart, both groups go down and start again from the newest
+// checkpoint, and the job finishes on the uninterrupted trajectory.
+TEST_F(FaultMatrix, TwoNodesRestartTogether) {
+  const std::vector<Point> ref = reference("dp2", 2);
+  const std::string j = job("nodes", "max_restarts = 1\n");
+  const std::string secret = dir_ + "/secret";
+  std::ofstream(secret) << "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\n";
+  ASSERT_EQ(::chmod(secret.c_str(), 0600), 0);
+  std::vector<Proc> agents;
+  const std::string port = std::to_string(free_port());
+  for (int node = 0; node < 2; ++node) {
+    const std::map<std::string, std::string> e{
+        {"PARTRAIN_SITE_CONFIG", PARTRAIN_SITE_CONFIG_FILE}, {"PARTRAIN_RUN_DIR", dir_ + "/nodes"},
+        {"OMP_NUM_THREADS", "1"}, {"PARTRAIN_WORLD", "2"}, {"PARTRAIN_NODE_RANKS", std::to_string(node)},
+        {"PARTRAIN_COORDINATOR", "127.0.0.1:" + port}, {"PARTRAIN_JOB_SECRET_FILE", secret},
+        {"SLURM_NODEID", std::to_string(node)}, {"SLURM_NNODES", "2"},
+        {"SLURMD_NODENAME", "node" + std::to_string(node)}, {"PARTRAIN_FAULT", "after_step:7:1"},
+        {"PARTRAIN_FAULT_ONCE", dir_ + "/fired"}};
+    agents.push_back(start({PARTRAIND, "--partrain", "dp2", "--steps", std::to_string(kSteps), j}, e, dir_,
+                           "node" + std::to_string(node)));
+  }
+  for (const Proc& a : agents) EXPECT_EQ(wait_exit(a.pid), 0) << slurp(a.err);
+  const std::string log0 = slurp(agents[0].err), log1 = slurp(agents[1].err);
+  // Node 0 restarts on node 1's request, or on its own when its worker saw the peer go first.
+  for (const std::string* log : {&log0, &log1}) {
+    EXPECT_NE(log->find("restarting the worker group from the newest checkpoint (restart 1 of 1)"), std::string::npos)
+        << *log;
+  }
+  EXPECT_NE(log1.find("rank 1 (pid"), std::string::npos) << log1;
+  EXPECT_EQ(resumed_at(log0), 4) << log0;
+  expect_same(ref, "nodes");
+}
+
+// SIGTERM (Slurm's warning before a time limit or preemption): every rank stops at one
+// step boundary, that step is saved and committed, exit 75; the re-run resumes there.
+TEST_F(FaultMatrix, SigtermSavesAtAStepBoundary) {
+  for (const auto& [spec, nproc] : std::vector<std::pair<std::string, int>>{{"", 0}, {"dp2", 2}}) {
+    const std::vector<Point> ref = reference(spec, nproc);
+    const std::string j = job("term");
+    fs::remove_all(dir_ + "/term");
+    std::vector<std::string> argv{PARTRAIN_CLI, "run", j, "--steps", std::to_string(kSteps)};
+    if (nproc > 0) {
+      argv.insert(argv.end(), {"--partrain=" + spec, "--nproc", std::to_string(nproc)});
+    }
+    Proc p = start(argv, {{"PARTRAIN_SITE_CONFIG", PARTRAIN_SITE_CONFIG_FILE}, {"PARTRAIN_RUN_DIR", dir_ + "/term"},
+                          {"OMP_NUM_THREADS", "1"}}, dir_, "term" + std::to_string(nproc));
+    // Once two steps are logged, ask it to stop.
+    const auto t0 = std::chrono::steady_clock::now();
+    while (trajectory(dir_ + "/term/metrics.jsonl").size() < 2 &&
+           std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    ::kill(p.pid, SIGTERM);
+    ASSERT_EQ(wait_exit(p.pid), 75) << slurp(p.err);
+    const size_t stopped = trajectory(dir_ + "/term/metrics.jsonl").size();
+    ASSERT_LT(stopped, static_cast<size_t>(kSteps));
+    EXPECT_NE(slurp(p.err).find(fmt_step(stopped) + " committed"), std::string::npos) << slurp(p.err);
+    std::string log;
+    ASSERT_EQ(run(j, "term", spec, nproc, {}, &log), 0) << log;
+    EXPECT_EQ(resumed_at(log), static_cast<int>(stopped)) << log;
+    expect_same(ref, "term");
+    std::printf("SIGTERM on %s: stopped and saved at step %zu, resumed there\n", nproc ? spec.c_str() : "one rank",
+                stopped);
+  }
+}
+
+// partrain ckpt: list shows the three kept checkpoints, verify names a damaged piece,
+// export writes the same safetensors as `partrain run --save` of the same run.
+TEST_F(FaultMatrix, CkptListVerifyExport) {
+  const std::string j = job("tools");
+  std::string log, out;
+  ASSERT_EQ(run(j, "tools", "", 0, {}, &log, {"--save", dir_ + "/final.safetensors"}), 0) << log;
+  const std::string rd = dir_ + "/tools";
+  ASSERT_EQ(cli({"ckpt", "list", rd}, &out), 0) << out;
+  EXPECT_TRUE(std::regex_search(out, std::regex("\\n +12 +5\\.01 +1 +192 .*\\(newest\\)\\n +8 +5\\.01 .*\\n +4 +5\\.01")))
+      << out;
+  ASSERT_EQ(cli({"ckpt", "verify", rd}, &out), 0) << out;
+  ASSERT_EQ(cli({"ckpt", "export", rd, "--job", j, "-o", dir_ + "/exported.safetensors"}, &out), 0) << out;
+  EXPECT_EQ(slurp(dir_ + "/exported.safetensors"), slurp(dir_ + "/final.safetensors"));
+  EXPECT_GT(fs::file_size(dir_ + "/final.safetensors"), 437760u * 4);
+  ASSERT_EQ(cli({"ckpt", "export", rd, "--job", j, "--step", "5", "-o", dir_ + "/x.safetensors"}, &out), 2) << out;
+  EXPECT_NE(out.find("no committed checkpoint of step 5"), std::string::npos) << out;
+  const std::string shard = rd + "/checkpoints/step-000000000008/rank-00000.bin";
+  fs::resize_file(shard, fs::file_size(shard) - 1);
+  EXPECT_EQ(cli({"ckpt", "verify", rd}, &out), 1) << out;
+  EXPECT_NE(out.find("step 8: DAMAGED: " + shard + ": truncated"), std::string::npos) << out;
+  EXPECT_NE(out.find("step 12: ok"), std::string::npos) << out;
+  EXPECT_EQ(cli({"ckpt", "list", dir_ + "/nothing"}, &out), 2) << out;
+}
+
+}  // namespace
