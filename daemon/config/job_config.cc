@@ -306,6 +306,7 @@ Status apply_overrides(const Overrides& o, const OverrideNames& names, JobConfig
     job->training.steps = *o.steps;
   }
   if (o.seed) job->training.seed = *o.seed;
+  if (o.checkpoint_every) job->checkpoint.every = *o.checkpoint_every;
   if (o.run_dir) {
     if (o.run_dir->empty()) return Status::invalid(names.run_dir + ": the run folder must not be empty");
     job->run_dir = *o.run_dir;
@@ -400,13 +401,23 @@ Status apply_environment(const std::map<std::string, std::string>& env, JobConfi
     }
     o.seed = *v;
   }
+  if (auto every = get("PARTRAIN_CHECKPOINT_EVERY")) {
+    auto v = parse_unsigned(*every);
+    if (!v || *v > static_cast<uint64_t>(INT64_MAX)) {
+      return Status::invalid("PARTRAIN_CHECKPOINT_EVERY='" + *every +
+                             "': needs a whole number of steps between checkpoints (0: only at the "
+                             "end and on SIGTERM), e.g. PARTRAIN_CHECKPOINT_EVERY=100");
+    }
+    o.checkpoint_every = static_cast<int64_t>(*v);
+  }
   return apply_overrides(o, {"PARTRAIN_SPEC", "PARTRAIN_STEPS", "PARTRAIN_SEED", "PARTRAIN_RUN_DIR", true},
                          job);
 }
 
 Status apply_environment(JobConfig* job) {
   std::map<std::string, std::string> env;
-  for (const char* name : {"PARTRAIN_SPEC", "PARTRAIN_STEPS", "PARTRAIN_SEED", "PARTRAIN_RUN_DIR"}) {
+  for (const char* name : {"PARTRAIN_SPEC", "PARTRAIN_STEPS", "PARTRAIN_SEED", "PARTRAIN_RUN_DIR",
+                           "PARTRAIN_CHECKPOINT_EVERY"}) {
     if (const char* v = std::getenv(name)) env[name] = v;
   }
   return apply_environment(env, job);

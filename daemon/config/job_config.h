@@ -53,6 +53,7 @@ struct Overrides {
   std::optional<int64_t> steps;        // --steps / PARTRAIN_STEPS
   std::optional<uint64_t> seed;        // --seed / PARTRAIN_SEED
   std::optional<std::string> run_dir;  // --run-dir / PARTRAIN_RUN_DIR
+  std::optional<int64_t> checkpoint_every;  // PARTRAIN_CHECKPOINT_EVERY: [checkpoint] every
 };
 
 // Reads and validates a job file. Every error names the file, the line and the key.
@@ -66,7 +67,7 @@ Result<JobConfig> parse_job(std::string_view text, const std::string& path);
 Status apply_site_defaults(const SiteConfig& site, JobConfig* job);
 
 // Applies PARTRAIN_* environment overrides (PARTRAIN_SPEC, PARTRAIN_STEPS, PARTRAIN_SEED,
-// PARTRAIN_RUN_DIR) on top of the file; the command line is applied after this by the caller.
+// PARTRAIN_RUN_DIR, PARTRAIN_CHECKPOINT_EVERY) on top of the file; the command line is applied after this by the caller.
 Status apply_environment(JobConfig* job);
 // The same from an explicit environment (name -> value), for tests and for agents that
 // pass a worker's environment on.

@@ -50,8 +50,10 @@ TEST(Precedence, EnvironmentOverTheFileAndCommandLineOverTheEnvironment) {
   std::map<std::string, std::string> env = {{"PARTRAIN_SPEC", "tp4,mb=8"},
                                             {"PARTRAIN_STEPS", "20"},
                                             {"PARTRAIN_SEED", "99"},
-                                            {"PARTRAIN_RUN_DIR", "/scratch/run1"}};
+                                            {"PARTRAIN_RUN_DIR", "/scratch/run1"},
+                                            {"PARTRAIN_CHECKPOINT_EVERY", "25"}};
   ASSERT_TRUE(apply_environment(env, &job).is_ok());
+  EXPECT_EQ(job.checkpoint.every, 25);  // environment over the file's default 0
   EXPECT_EQ(job.parallelism.tp, 4);   // environment over the file's tp2
   EXPECT_EQ(job.parallelism.pp, 2);   // the file's, untouched
   EXPECT_EQ(job.parallelism.zero, 2);
@@ -113,6 +115,10 @@ TEST(Precedence, EnvironmentErrorsNameTheVariable) {
   auto bad_seed = apply_environment({{"PARTRAIN_SEED", "-3"}}, &job);
   EXPECT_EQ(bad_seed.message(),
             "PARTRAIN_SEED='-3': needs a whole number >= 0, e.g. PARTRAIN_SEED=1337");
+  auto bad_every = apply_environment({{"PARTRAIN_CHECKPOINT_EVERY", "-1"}}, &job);
+  EXPECT_EQ(bad_every.message(),
+            "PARTRAIN_CHECKPOINT_EVERY='-1': needs a whole number of steps between checkpoints (0: "
+            "only at the end and on SIGTERM), e.g. PARTRAIN_CHECKPOINT_EVERY=100");
   auto bad_spec = apply_environment({{"PARTRAIN_SPEC", "tp2,bogus"}}, &job);
   ASSERT_FALSE(bad_spec.is_ok());
   EXPECT_EQ(bad_spec.message().rfind("'bogus' in PARTRAIN_SPEC: ", 0), 0u) << bad_spec.message();

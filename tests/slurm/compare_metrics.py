@@ -12,8 +12,8 @@ import json
 import sys
 
 def is_timing(key):
-    """Fields that measure time (step_ms, data_ms, exposed_share, tokens_per_s, ...)."""
-    return key.endswith(("_ms", "_share", "_per_s", "_bytes_per_s"))
+    """Fields that measure time or a rate (step_ms, data_ms, exposed_share, save_mb_s, ...)."""
+    return key.endswith(("_ms", "_share", "_per_s", "_mb_s"))
 
 
 def load(path):

@@ -3,8 +3,9 @@
 # of the cluster's three nodes) trains; mid-run one node crashes (every process of it
 # frozen at once: no FIN and no reply reach anyone, as after a power loss; then killed).
 # Slurm requeues the job (same id, SLURM_RESTART_COUNT=1) onto the survivor and the spare
-# node; it runs again and finishes, and its final metrics equal an uninterrupted standalone
-# run's. Prints how long detection, requeue and the restarted run took.
+# node; it resumes from the newest committed checkpoint, finishes, and its final metrics
+# equal an uninterrupted standalone run's. Prints how long detection, requeue and the
+# restarted run took.
 #   requeue_test.sh CLUSTER_DIR PARTRAIN PARTRAIND SITE_CONFIG peer|coordinator
 # peer: the second node crashes; the surviving coordinator's agent must find the peer lost
 # within the heartbeat bound and exit 75 (its log is in the job output, which the first
@@ -70,7 +71,7 @@ begin=$(now_ms)
 reference_run "$out/ref" $steps
 echo "standalone dp2 reference: $steps steps in $(since "$begin") s"
 
-id=$(submit_train "$out/run" $steps "$out/job.out")
+id=$(PARTRAIN_CHECKPOINT_EVERY=10 submit_train "$out/run" $steps "$out/job.out")
 until_true 60 "$crash_after logged steps" crash_point_reached
 read -r -a nodes <<<"$(scontrol show hostnames "$(job_field "$id" NodeList)" | tr '\n' ' ')"
 [ ${#nodes[@]} -eq 2 ] || fail "job $id runs on ${nodes[*]}, not on two nodes"
@@ -124,11 +125,15 @@ done
 
 first=$(first_logged_step 1)
 echo "the restarted run's first step: $first (the crash came after step $(wc -l <"$out/before-crash.jsonl"))"
-# RESUME (to add when checkpoint/resume lands, branch `store`, issue #5): the restarted run
-# must start right after the newest committed checkpoint, not at step 1:
-#   [ "$first" -gt 1 ] || fail "the requeued job trained again from step 1 instead of resuming"
-# Until then a requeued run trains again from step 1; only its final metrics are checked.
+# Resume: train.sbatch checkpoints every 10 steps here (PARTRAIN_CHECKPOINT_EVERY), and the
+# crash came after step 20, so the restarted run starts right after a committed checkpoint
+# (10, 20, ...: whichever was the newest committed when the node froze), not at step 1.
 [ -n "$first" ] || fail "attempt 1 printed no step line"
+resumed=$((first - 1))
+[ $resumed -ge 10 ] && [ $((resumed % 10)) -eq 0 ] &&
+  [ $resumed -le "$(wc -l <"$out/before-crash.jsonl")" ] ||
+  fail "the requeued job started at step $first, not right after a checkpoint saved before the crash"
+grep -q "resuming at step $((first - 1))" <<<"$part1" || fail "attempt 1 did not log its resume point"
 
 start1=$(log_ms "$(grep -m1 ' INFO  agent ' <<<"$part1")")
 end1=$(log_ms "$(grep "node=$survivor | exit 0: done" <<<"$part1")")
