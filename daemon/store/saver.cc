@@ -32,7 +32,8 @@ namespace {
 // The device tensor of `role` (the flat parameter, first- or second-moment buffer).
 engine::Tensor flat_of(train::Trainer& t, Role role) {
   switch (role) {
-    case Role::kWeight: return t.model().params();
+    case Role::kWeight:  // fp32: the master copy where the device keeps bf16 weights
+      return t.optimizer().master().empty() ? t.model().params() : t.optimizer().master();
     case Role::kAdamM: return t.optimizer().exp_avg();
     case Role::kAdamV: return t.optimizer().exp_avg_sq();
   }
@@ -120,8 +121,17 @@ Status restore_trainer(train::Trainer& trainer, const std::string& root, const C
   ReplicatedDpLayout replicated(1, 0);
   StateLayout* l = layout != nullptr ? layout : &replicated;
   PARTRAIN_RETURN_IF_ERROR(restore_views(trainer.model().backend(), root, c, l->restore_views(trainer)));
-  trainer.model().backend().synchronize();
-  trainer.optimizer().reload_master();
+  engine::Backend& be = trainer.model().backend();
+  be.synchronize();
+  const engine::Tensor& master = trainer.optimizer().master();
+  if (!master.empty() && master.numel() == trainer.model().params().numel()) {
+    // The fp32 master weights came back: the device's bf16 weights are their rounding.
+    std::vector<float> host(static_cast<size_t>(master.numel()));
+    be.to_host(host.data(), master);
+    be.to_device(trainer.model().params(), host.data());
+  } else {
+    trainer.optimizer().reload_master();
+  }
   trainer.optimizer().set_steps_taken(c.state.adam_steps);
   trainer.set_progress(c.state.step, c.state.tokens);
   return Status::ok();
@@ -192,12 +202,6 @@ Status CheckpointSaver::after_step(train::Trainer& trainer, bool final, train::S
   ReplicatedDpLayout replicated(o_.dp, o_.dp_rank);
   StateLayout* layout = o_.layout != nullptr ? o_.layout : &replicated;
   engine::Backend& be = trainer.model().backend();
-  if (be.needs_master_weights() && !warned_master_) {
-    // AdamW keeps fp32 master weights on such a device; the optimizer does not expose them.
-    log::warn("store", "checkpoints on {} hold the bf16 weights widened to F32, not AdamW's fp32 master "
-              "weights: a resumed run continues from those and is not bit-identical", be.name());
-    warned_master_ = true;
-  }
   for (const PieceView& v : layout->save_views(trainer)) {
     std::vector<float> data(static_cast<size_t>(v.spec.end - v.spec.begin));
     be.to_host(data.data(), v.tensor);

@@ -123,7 +123,6 @@ class CheckpointSaver final : public engine::train::SaveHook {
   std::thread thread_;        // the save in flight (async)
   Status async_status_;       // its result, read after join
   double last_mb_per_s_ = 0;  // of the last finished save
-  bool warned_master_ = false;
 };
 
 }  // namespace partrain::store

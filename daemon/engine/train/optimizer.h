@@ -45,6 +45,9 @@ class AdamW {
   const Tensor& exp_avg() const { return m_; }
   const Tensor& exp_avg_sq() const { return v_; }
   void set_steps_taken(int64_t t) { t_ = t; }
+  // The fp32 master weights where the backend keeps them (CUDA: params are bf16); empty on
+  // the CPU, whose params are fp32 themselves. A checkpoint holds these, not the rounding.
+  const Tensor& master() const { return master_; }
   // After the weights were replaced (--init): refresh the fp32 master copy.
   void reload_master();
 
