@@ -34,6 +34,7 @@
 #include "engine/model/hf_io.h"
 #include "engine/model/model.h"
 #include "engine/train/trainer.h"
+#include "planner/run_accounting.h"
 #include "store/coordinator.h"
 #include "store/saver.h"
 
@@ -49,7 +50,7 @@ namespace engine = partrain::engine;
 struct RunArgs {
   std::string job;
   int64_t steps = 0;
-  std::string init, save, device = "cpu", spec, trace;
+  std::string init, save, device = "cpu", spec, trace, hardware;
   int nproc = 0;  // > 0: the local agent with this many worker ranks
 };
 
@@ -89,8 +90,10 @@ Status check_single_rank(const config::JobConfig& job, const std::string& cli_sp
 
 // --nproc N: one local partraind agent (standalone) running N worker ranks.
 int run_local_agent(const RunArgs& a) {
-  // The workers read the steps to trace from their environment (partraind passes it on).
+  // The workers read the steps to trace and the hardware profile from their environment
+  // (partraind passes it on).
   if (!a.trace.empty()) ::setenv("PARTRAIN_TRACE", a.trace.c_str(), 1);
+  if (!a.hardware.empty()) ::setenv("PARTRAIN_HARDWARE", a.hardware.c_str(), 1);
   if (!a.init.empty() || !a.save.empty() || a.device != "cpu") {
     return fail(Status::invalid("--nproc: --init, --save and --device are not available with "
                                 "--nproc yet; the workers train on CPU ranks"));
@@ -141,6 +144,10 @@ int run_train(const RunArgs& a) {
   o.name = job->name;
   o.run_dir = job->run_dir;
   o.device = a.device;
+  Result<planner::RunAccounting> acct = planner::run_accounting(job->model, a.device, a.hardware);
+  if (!acct) return fail(acct.status());
+  o.model_flops_per_token = acct->model_flops_per_token;
+  o.peak_flops_per_rank = acct->peak_flops_per_rank;
   o.init_path = a.init;
   o.save_path = a.save;
   if (a.steps > 0) o.train.steps = a.steps;
@@ -231,6 +238,9 @@ void register_run(CLI::App& app, CommandResult* result) {
                   "local ranks: start the partraind agent with N worker processes (the layout's "
                   "world size, e.g. --partrain=dp2 --nproc 2)")
       ->check(CLI::PositiveNumber);
+  run->add_option("--hardware", args->hardware,
+                  "hardware profile for the step line's MFU (a name such as H100-SXM or a .toml "
+                  "file, as for `partrain plan`); default: cpu on CPU ranks, none on GPUs");
   run->add_option("--trace", args->trace,
                   "write a Chrome/Perfetto trace of these steps per rank to "
                   "<run_dir>/trace/rank-R.json (e.g. 5-7; merge with `partrain trace merge`)");

@@ -148,13 +148,24 @@ int64_t now_us() {
   return duration_cast<microseconds>(system_clock::now().time_since_epoch()).count();
 }
 
-void record(std::string_view name, Lane lane, int64_t start_us, int64_t end_us, std::string_view group,
+namespace {
+
+// Appends one event (under the tracer's lock); callers decided it belongs in the trace.
+void append(std::string_view name, Lane lane, int64_t start_us, int64_t end_us, std::string_view group,
             int micro_batch) {
   Tracer& t = tracer();
-  if (!t.active.load(std::memory_order_relaxed)) return;
   std::lock_guard lock(t.mu);
+  if (!t.configured) return;
   t.events.push_back(
       Event{std::string(name), lane_tid(t, lane, group), start_us, end_us, t.step, micro_batch});
+}
+
+}  // namespace
+
+void record(std::string_view name, Lane lane, int64_t start_us, int64_t end_us, std::string_view group,
+            int micro_batch) {
+  if (!active()) return;
+  append(name, lane, start_us, end_us, group, micro_batch);
 }
 
 Span::Span(std::string_view name, Lane lane, int micro_batch)
@@ -162,8 +173,10 @@ Span::Span(std::string_view name, Lane lane, int micro_batch)
   if (active()) start_ = now_us();
 }
 
+// A span that began in a traced step is kept even when it ends after the step (a
+// background checkpoint write).
 Span::~Span() {
-  if (start_ >= 0) record(name_, lane_, start_, now_us(), {}, micro_batch_);
+  if (start_ >= 0) append(name_, lane_, start_, now_us(), {}, micro_batch_);
 }
 
 Status flush() {

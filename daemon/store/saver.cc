@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "common/log.h"
+#include "common/trace.h"
 #include "store/fault.h"
 
 namespace partrain::store {
@@ -157,6 +158,7 @@ Status CheckpointSaver::wait() {
 }
 
 Status CheckpointSaver::write_and_commit(const Snapshot& s) {
+  trace::Span span("checkpoint write and commit", trace::Lane::kIo);
   const auto t0 = Clock::now();
   std::vector<PieceData> views;
   for (size_t i = 0; i < s.specs.size(); ++i) views.push_back({s.specs[i], s.data[i].data()});
@@ -202,12 +204,15 @@ Status CheckpointSaver::after_step(train::Trainer& trainer, bool final, train::S
   ReplicatedDpLayout replicated(o_.dp, o_.dp_rank);
   StateLayout* layout = o_.layout != nullptr ? o_.layout : &replicated;
   engine::Backend& be = trainer.model().backend();
-  for (const PieceView& v : layout->save_views(trainer)) {
-    std::vector<float> data(static_cast<size_t>(v.spec.end - v.spec.begin));
-    be.to_host(data.data(), v.tensor);
-    snap->bytes += data.size() * sizeof(float);
-    snap->specs.push_back(v.spec);
-    snap->data.push_back(std::move(data));
+  {
+    trace::Span span("checkpoint copy to host", trace::Lane::kIo);
+    for (const PieceView& v : layout->save_views(trainer)) {
+      std::vector<float> data(static_cast<size_t>(v.spec.end - v.spec.begin));
+      be.to_host(data.data(), v.tensor);
+      snap->bytes += data.size() * sizeof(float);
+      snap->specs.push_back(v.spec);
+      snap->data.push_back(std::move(data));
+    }
   }
   if (o_.async && !final) {
     m->save_mb_per_s = last_mb_per_s_;  // of the previous save: this one is still running

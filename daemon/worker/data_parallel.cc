@@ -3,6 +3,7 @@
 // loss/stop exchange.
 #include "worker/data_parallel.h"
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -13,6 +14,7 @@
 #include "engine/backend.h"
 #include "engine/model/model.h"
 #include "engine/train/trainer.h"
+#include "planner/run_accounting.h"
 #include "common/log.h"
 #include "store/shard_file.h"
 #include "worker/comm_adapter.h"
@@ -188,6 +190,13 @@ Status train_data_parallel(const DataParallelRun& run) {
   o.quiet = run.rank != 0;                       // and the step lines
   o.dp = run.dp;
   o.dp_rank = run.dp_rank;
+  // MFU against the hardware profile the user named (PARTRAIN_HARDWARE), else `cpu`.
+  const char* hardware = std::getenv("PARTRAIN_HARDWARE");
+  Result<planner::RunAccounting> acct = planner::run_accounting(job.model, "cpu", hardware ? hardware : "");
+  if (!acct) return acct.status();
+  o.world = run.world;
+  o.model_flops_per_token = acct->model_flops_per_token;
+  o.peak_flops_per_rank = acct->peak_flops_per_rank;
 
   // The data plugin, on this rank's dp communicator: its plan says what is sharded, so it
   // comes before the model (sharded state is never allocated full-size).

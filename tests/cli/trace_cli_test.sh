@@ -1,7 +1,7 @@
 #!/bin/bash
 # `partrain run --trace` on 2 data-parallel ranks and `partrain trace merge`: one trace file
 # per rank holding only the traced steps, each with its forward/backward per micro-batch,
-# the optimizer and the gradient all-reduces inside the step; a merged file with both ranks;
+# the optimizer and the gradient all-reduces inside the step, and a checkpoint's I/O; a merged file with both ranks;
 # and the usage errors (exit 2).
 #   trace_cli_test.sh PARTRAIN_BINARY SOURCE_DIR SITE_CONFIG
 set -euo pipefail
@@ -13,7 +13,8 @@ trap 'rm -rf "$work"' EXIT
 job=$src/etc/examples/tiny.toml
 fail() { echo "FAIL: $*"; exit 1; }
 
-PARTRAIN_RUN_DIR=$work/run "$bin" run "$job" --steps 4 --partrain=dp2 --nproc 2 --trace 2-3 \
+PARTRAIN_RUN_DIR=$work/run PARTRAIN_CHECKPOINT_EVERY=2 \
+  "$bin" run "$job" --steps 4 --partrain=dp2 --nproc 2 --trace 2-3 \
   >"$work/out.txt" 2>"$work/err.txt" || { cat "$work/err.txt"; fail "run exited $?"; }
 [ -f "$work/run/trace/rank-0.json" ] && [ -f "$work/run/trace/rank-1.json" ] || fail "no per-rank traces"
 "$bin" trace merge "$work/run/trace" -o "$work/merged.json" >"$work/merge.txt" || fail "merge exited $?"
@@ -32,6 +33,9 @@ for rank in (0, 1):
         names = [e["name"] for e in s if e["cat"] == "compute"]
         for n in ("data", "forward", "backward", "optimizer"):
             assert names.count(n) == 1, (rank, step, n, names)
+        io = [e["name"] for e in s if e["cat"] == "io"]
+        if step == 2:  # checkpoints every 2 steps: step 2's save is on the I/O lane
+            assert "checkpoint copy to host" in io, (rank, step, io)
         comm = [e for e in s if e["cat"] == "comm"]
         assert any(e["name"] == "all_reduce" for e in comm), (rank, step, "no all_reduce")
         fwd = next(e for e in s if e["name"] == "forward")

@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <string>
 
@@ -116,6 +117,28 @@ TEST_F(TraceTest, RecordsOnlyTheTracedStepsAndWritesAPerfettoFile) {
   }
   EXPECT_EQ(spans, 3);  // forward, all_reduce, all_gather of step 2; nothing of steps 1 and 3
   EXPECT_EQ(lanes, 4);  // compute, checkpoint io, comm dp0, comm tp0
+}
+
+TEST_F(TraceTest, ASpanBegunInATracedStepIsKeptWhenItEndsAfterIt) {
+  const std::string path = dir_ + "/late.json";
+  configure(*StepSet::parse("1,3"), path, 0, "rank 0");
+  begin_step(1);
+  auto late = std::make_unique<Span>("checkpoint write and commit", Lane::kIo);
+  end_step(1);
+  begin_step(2);  // not traced: a background write of step 1's save still ends in the trace
+  late.reset();
+  { Span s("forward"); }
+  end_step(2);
+  ASSERT_TRUE(flush().is_ok());
+  const JsonValue doc = read(path);
+  int spans = 0;
+  for (const JsonValue& e : member(doc, "traceEvents")->items) {
+    if (text_of(e, "ph") != "X") continue;
+    ++spans;
+    EXPECT_EQ(text_of(e, "name"), "checkpoint write and commit");
+    EXPECT_EQ(text_of(e, "tid"), "1");
+  }
+  EXPECT_EQ(spans, 1);
 }
 
 TEST_F(TraceTest, UnconfiguredTracerRecordsNothingAndWritesNothing) {

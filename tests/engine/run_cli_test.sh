@@ -24,6 +24,27 @@ first=$(head -1 "$m" | sed 's/.*"loss":\([0-9.e+-]*\).*/\1/')
 last=$(tail -1 "$m" | sed 's/.*"loss":\([0-9.e+-]*\).*/\1/')
 awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a - 0.3) }' || fail "loss did not fall: $first -> $last"
 
+# Throughput and memory per step. tiny.toml (L=2, C=128, T=64, V=256, tied head): forward
+# FLOPs per token 2 x (12 C^2 L + V C) + 4 T C L = 917504; MFU counts 3 x forward = 2752512,
+# against the cpu profile's peak_fp32. Weights: 437760 fp32 parameters = 1.670 MiB.
+PARTRAIN_RUN_DIR=$work/mfu "$bin" run "$job" --steps 2 --hardware "$src/etc/hardware/cpu.toml" \
+  >"$work/mfu.txt" 2>&1 || { cat "$work/mfu.txt"; fail "run --hardware exited $?"; }
+grep -q "| MFU " "$work/mfu.txt" || fail "no MFU in the step line"
+peak=$(sed -n 's/^peak_fp32_flops *= *\([0-9.e+]*\).*/\1/p' "$src/etc/hardware/cpu.toml")
+/usr/bin/python3 - "$work/mfu/metrics.jsonl" "$peak" <<'PY' || fail "throughput fields"
+import json, sys
+for line in open(sys.argv[1]):
+    m = json.loads(line)
+    assert m["tokens_per_s"] > 0 and m["tokens_per_s_per_rank"] == m["tokens_per_s"], m
+    want = m["tokens_per_s"] * 2752512 / float(sys.argv[2])
+    assert abs(m["mfu"] - want) <= 0.01 * want + 1e-4, (m["mfu"], want)
+    assert m["peak_mib"]["weights"] == 1.670 and m["peak_mib"]["optimizer"] == 3.340, m["peak_mib"]
+PY
+set +e
+"$bin" run "$job" --steps 1 --hardware no-such-gpu 2>"$work/e3.txt"; rc3=$?
+set -e
+[ $rc3 = 2 ] && grep -q -- "--hardware no-such-gpu" "$work/e3.txt" || fail "--hardware no-such-gpu: rc $rc3"
+
 # Export of the saved weights, and a run starting from them: its first loss is the
 # saved model's loss, below the fresh model's.
 "$bin" export "$job" --from "$work/w.safetensors" -o "$work/e.safetensors" >/dev/null

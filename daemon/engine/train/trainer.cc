@@ -36,6 +36,15 @@ std::string metrics_json(const StepMetrics& m) {
   if (m.save_stall_ms > 0) {
     line += fmt::format(",\"save_stall_ms\":{:.3f},\"save_mb_s\":{:.1f}", m.save_stall_ms, m.save_mb_per_s);
   }
+  line += fmt::format(",\"tokens_per_s\":{:.1f},\"tokens_per_s_per_rank\":{:.1f}", m.tokens_per_s,
+                      m.tokens_per_s_per_rank);
+  if (m.mfu > 0) line += fmt::format(",\"mfu\":{:.4f}", m.mfu);
+  line += ",\"peak_mib\":{";
+  for (int c = 0; c < kNumMemCategories; ++c) {
+    line += fmt::format("{}\"{}\":{:.3f}", c > 0 ? "," : "", mem_category_name(static_cast<MemCategory>(c)),
+                        static_cast<double>(m.peak_bytes[static_cast<size_t>(c)]) / (1 << 20));
+  }
+  line += "}";
   if (m.dp > 1) {
     const double share = m.step_ms > 0 ? m.exposed_ms / m.step_ms : 0.0;
     line += fmt::format(",\"comm_ms\":{:.3f},\"exposed_ms\":{:.3f},\"exposed_share\":{:.4f},"
@@ -173,7 +182,15 @@ Result<StepMetrics> Trainer::step() {
   m.grad_norm = st.grad_norm;
   m.tokens = tokens_;
   m.step_ms = ms_since(t_step);
-  trace::end_step(step_);
+  // Throughput: the global batch's tokens over the step; MFU against every rank's peak.
+  const int world = o_.world > 0 ? o_.world : o_.dp;
+  const double step_tokens = static_cast<double>(tr.global_batch) * T;
+  m.tokens_per_s = m.step_ms > 0 ? step_tokens / (m.step_ms / 1e3) : 0;
+  m.tokens_per_s_per_rank = m.tokens_per_s / world;
+  if (o_.model_flops_per_token > 0 && o_.peak_flops_per_rank > 0) {
+    m.mfu = m.tokens_per_s * o_.model_flops_per_token / (o_.peak_flops_per_rank * world);
+  }
+  m.peak_bytes = backend_->memory().peak;
   if (!std::isfinite(m.loss)) {
     return Status::internal(fmt::format("step {}: loss is {}; lower [training] lr or raise "
                                         "warmup_steps", m.step, m.loss));
@@ -182,11 +199,11 @@ Result<StepMetrics> Trainer::step() {
 }
 
 void Trainer::print_step(const StepMetrics& m) const {
-  const double tok_s = m.step_ms > 0 ? o_.train.global_batch * o_.model.seq_len / (m.step_ms / 1e3) : 0;
   if (o_.progress_bar) std::fputs("\r\033[K", stdout);  // erase the bar
   std::printf("step %5lld/%lld | loss %.6f | lr %.3e | norm %.4f | %8.0f tok/s | %7.1f ms",
               static_cast<long long>(m.step), static_cast<long long>(o_.train.steps), m.loss,
-              static_cast<double>(m.lr), static_cast<double>(m.grad_norm), tok_s, m.step_ms);
+              static_cast<double>(m.lr), static_cast<double>(m.grad_norm), m.tokens_per_s, m.step_ms);
+  if (m.mfu > 0) std::printf(" | MFU %.1f%%", 100 * m.mfu);
   if (m.dp > 1) {
     std::printf(" | comm %.1f ms, exposed %.1f ms (%.0f%% of the step)", m.comm_ms,
                 m.exposed_ms, m.step_ms > 0 ? 100 * m.exposed_ms / m.step_ms : 0.0);
@@ -250,6 +267,7 @@ Status Trainer::run() {
                       (o_.stop != nullptr && o_.stop->load());
     const bool final = stop || m->step == tr.steps;
     if (save_hook_ != nullptr) PARTRAIN_RETURN_IF_ERROR(save_hook_->after_step(*this, final, &*m));
+    trace::end_step(m->step);  // after the save, so a traced step shows its checkpoint I/O
     if (metrics.is_open()) metrics << metrics_json(*m) << '\n' << std::flush;
     if (!o_.quiet && (m->step % std::max(1, tr.log_every) == 0 || m->step == tr.steps)) print_step(*m);
     if (stop && m->step < tr.steps) {

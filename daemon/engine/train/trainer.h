@@ -4,6 +4,7 @@
 // Model/AdamW through strategy plugins.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
@@ -37,6 +38,12 @@ struct RunOptions {
   int dp_rank = 0;
   // ZeRO: what this rank keeps only as its shard (the worker's data plugin decides).
   model::ShardOptions shard;
+  // Throughput accounting: ranks in the job (0 = dp), model FLOPs per token (6N plus
+  // attention, what MFU counts; the planner's formula) and the peak FLOP/s of one rank's
+  // device (a hardware profile). MFU is reported when both are > 0. Default: 0
+  int world = 0;
+  double model_flops_per_token = 0;
+  double peak_flops_per_rank = 0;
   // Set (by SIGTERM) to stop at the next step boundary; null = never. Multi-rank runs
   // agree on stopping through StepHooks::stop_requested instead.
   const std::atomic<bool>* stop = nullptr;
@@ -60,6 +67,11 @@ struct StepMetrics {
   // its shard was written (0 when none).
   double save_stall_ms = 0;
   double save_mb_per_s = 0;
+  // Throughput of the step: tokens/s of the job and per rank, and the model FLOPs
+  // utilisation (0 when the run has no FLOP count or peak; see RunOptions).
+  double tokens_per_s = 0, tokens_per_s_per_rank = 0, mfu = 0;
+  // This rank's peak bytes per memory category so far (engine/backend.h MemoryStats).
+  std::array<size_t, kNumMemCategories> peak_bytes{};
 };
 
 // What a parallel strategy adds to the single-rank step; the worker implements it, one
