@@ -4,16 +4,16 @@
     compare_metrics.py REFERENCE GOT [--last N] [--first-from]
 
 Every line of GOT must have the reference's line for the same step, with equal values of
-every field that does not measure time (loss, lr, grad_norm, tokens, dp, collectives):
-the runs are deterministic, so equal means equal, not close. GOT's steps must follow each
+every field that does not measure time or speed (loss, lr, grad_norm, tokens, dp,
+collectives, peak_mib): the runs are deterministic, so equal means equal, not close. GOT's steps must follow each
 other without a gap. --last N: GOT must end at step N. Prints one line saying what matched.
 """
 import json
 import sys
 
 def is_timing(key):
-    """Fields that measure time or a rate (step_ms, data_ms, exposed_share, save_mb_s, ...)."""
-    return key.endswith(("_ms", "_share", "_per_s", "_mb_s"))
+    """Fields that measure time or a rate (step_ms, exposed_share, tokens_per_s, mfu, ...)."""
+    return key == "mfu" or key.endswith(("_ms", "_share", "_per_s", "_per_rank", "_mb_s"))
 
 
 def load(path):
