@@ -19,6 +19,7 @@
 
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
+#include "cli/fail.h"
 #include "config/job_config.h"
 #include "engine/backend.h"
 #include "engine/model/hf_io.h"
@@ -36,10 +37,6 @@ struct CkptArgs {
   int64_t step = -1;  // -1: the newest
 };
 
-int fail(const Status& s) {
-  std::fprintf(stderr, "partrain: %s\n", s.message().c_str());
-  return exit_code_for(s);
-}
 
 // The checkpoint root of RUN_DIR and its committed checkpoints, newest first.
 struct Opened {

@@ -18,6 +18,7 @@
 
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
+#include "cli/fail.h"
 #include "engine/data/dataset.h"
 
 namespace partrain::cli {
@@ -34,10 +35,6 @@ struct EncodeArgs {
   bool uint32 = false;
 };
 
-int fail(const Status& s) {
-  std::fprintf(stderr, "partrain: %s\n", s.message().c_str());
-  return exit_code_for(s);
-}
 
 Result<std::string> read_text(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -13,6 +13,7 @@
 
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
+#include "cli/fail.h"
 #include "config/job_config.h"
 #include "config/site_config.h"
 #include "engine/io/json.h"
@@ -200,10 +201,6 @@ void print_plan(const Plan& p, const config::JobConfig& job, const PlanArgs& a,
               t.hardware_flops_per_gpu / 1e12);
 }
 
-int fail(const Status& s) {
-  std::fprintf(stderr, "%s\n", s.message().c_str());
-  return exit_code_for(s);
-}
 
 int run_plan(const PlanArgs& a) {
   Result<planner::HardwareProfile> hw = planner::load_hardware(a.hardware, a.hardware_dir);

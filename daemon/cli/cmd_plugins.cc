@@ -9,6 +9,7 @@
 
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
+#include "cli/fail.h"
 #include "config/site_config.h"
 #include "plugin/loader.h"
 #include "plugin/schedule_loader.h"
@@ -18,15 +19,9 @@ namespace {
 
 int list_installed(const std::string& site_path) {
   Result<config::SiteConfig> site = config::load_site_config(site_path);
-  if (!site) {
-    std::fprintf(stderr, "partrain: %s\n", site.status().message().c_str());
-    return exit_code_for(site.status());
-  }
+  if (!site) return fail(site.status());
   Result<std::vector<plugin::ListEntry>> list = plugin::list_all_plugins(site->plugin_dir);
-  if (!list) {
-    std::fprintf(stderr, "partrain: %s\n", list.status().message().c_str());
-    return exit_code_for(list.status());
-  }
+  if (!list) return fail(list.status());
   std::printf("plugin directory: %s\n", site->plugin_dir.c_str());
   if (list->empty()) {
     std::printf("no plugins installed\n");

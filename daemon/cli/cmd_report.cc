@@ -15,6 +15,7 @@
 
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
+#include "cli/fail.h"
 #include "engine/io/json.h"
 #include "planner/scaling.h"
 
@@ -98,10 +99,6 @@ Result<planner::RunSeries> read_run(const std::string& dir) {
   return s;
 }
 
-int fail(const Status& s) {
-  std::fprintf(stderr, "%s\n", s.message().c_str());
-  return exit_code_for(s);
-}
 
 int run_report(const ReportArgs& a) {
   std::vector<planner::RunSeries> runs;

@@ -28,6 +28,7 @@
 #include "agent/agent.h"
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
+#include "cli/fail.h"
 #include "common/log.h"
 #include "common/trace.h"
 #include "config/job_config.h"
@@ -58,10 +59,6 @@ struct ExportArgs {
   std::string job, from, output;
 };
 
-int fail(const Status& s) {
-  std::fprintf(stderr, "partrain: %s\n", s.message().c_str());
-  return exit_code_for(s);
-}
 
 // Loads the job file with PARTRAIN_* environment overrides applied.
 Result<config::JobConfig> load(const std::string& path) {

@@ -19,6 +19,7 @@
 
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
+#include "cli/fail.h"
 #include "config/job_config.h"
 #include "config/site_config.h"
 #include "engine/model/params.h"
@@ -55,11 +56,6 @@ struct Settings {
   pipeline::Costs costs;
 };
 
-int fail(const Status& s) {
-  std::fprintf(stderr, "%s%s\n", s.message().rfind("partrain:", 0) == 0 ? "" : "partrain: ",
-               s.message().c_str());
-  return exit_code_for(s);
-}
 
 Result<pipeline::Costs> parse_costs(const std::string& text) {
   pipeline::Costs c;

@@ -18,6 +18,7 @@
 
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
+#include "cli/fail.h"
 #include "engine/io/json.h"
 
 namespace partrain::cli {
@@ -31,10 +32,6 @@ struct MergeArgs {
   std::string output;
 };
 
-int fail(const Status& s) {
-  std::fprintf(stderr, "partrain: %s\n", s.message().c_str());
-  return exit_code_for(s);
-}
 
 // The files named, folders expanded to their rank-*.json in name order.
 Result<std::vector<std::string>> expand(const std::vector<std::string>& inputs) {

@@ -18,7 +18,7 @@ Result<RunAccounting> run_accounting(const engine::ModelOptions& model, const st
   Result<HardwareProfile> hw = load_hardware(name);
   if (!hw) {
     if (hardware.empty()) return a;  // the default profile is not installed: no MFU
-    return Status::invalid("--hardware " + hardware + ": " + hw.status().message());
+    return hw.status();  // names --hardware and the profiles that exist
   }
   a.peak_flops_per_rank = cpu ? hw->peak_fp32 : hw->peak();
   a.profile = name;
