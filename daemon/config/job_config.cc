@@ -410,14 +410,21 @@ Status apply_environment(const std::map<std::string, std::string>& env, JobConfi
     }
     o.checkpoint_every = static_cast<int64_t>(*v);
   }
-  return apply_overrides(o, {"PARTRAIN_SPEC", "PARTRAIN_STEPS", "PARTRAIN_SEED", "PARTRAIN_RUN_DIR", true},
-                         job);
+  PARTRAIN_RETURN_IF_ERROR(
+      apply_overrides(o, {"PARTRAIN_SPEC", "PARTRAIN_STEPS", "PARTRAIN_SEED", "PARTRAIN_RUN_DIR", true}, job));
+  // Under Slurm the SPANK plugin gives every job a state directory on shared storage, kept
+  // across requeues (<state_root>/slurm-<job id>): checkpoints go there unless the job
+  // file names a [checkpoint] dir.
+  if (auto state = get("PARTRAIN_STATE_DIR"); state && job->checkpoint.dir.empty()) {
+    job->checkpoint.dir = *state + "/checkpoints";
+  }
+  return Status::ok();
 }
 
 Status apply_environment(JobConfig* job) {
   std::map<std::string, std::string> env;
   for (const char* name : {"PARTRAIN_SPEC", "PARTRAIN_STEPS", "PARTRAIN_SEED", "PARTRAIN_RUN_DIR",
-                           "PARTRAIN_CHECKPOINT_EVERY"}) {
+                           "PARTRAIN_CHECKPOINT_EVERY", "PARTRAIN_STATE_DIR"}) {
     if (const char* v = std::getenv(name)) env[name] = v;
   }
   return apply_environment(env, job);

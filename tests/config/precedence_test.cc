@@ -73,6 +73,17 @@ TEST(Precedence, EnvironmentOverTheFileAndCommandLineOverTheEnvironment) {
   EXPECT_EQ(job.training.seed, 99u);  // no --seed: the environment's stays
 }
 
+TEST(Precedence, SlurmStateDirectoryHoldsTheCheckpointsUnlessTheFileNamesADir) {
+  JobConfig job = parsed();
+  ASSERT_TRUE(job.checkpoint.dir.empty());
+  ASSERT_TRUE(apply_environment({{"PARTRAIN_STATE_DIR", "/shared/partrain/slurm-42"}}, &job).is_ok());
+  EXPECT_EQ(job.checkpoint.dir, "/shared/partrain/slurm-42/checkpoints");
+  JobConfig named = parsed();
+  named.checkpoint.dir = "/scratch/ckpt";  // as a job file's [checkpoint] dir
+  ASSERT_TRUE(apply_environment({{"PARTRAIN_STATE_DIR", "/shared/partrain/slurm-42"}}, &named).is_ok());
+  EXPECT_EQ(named.checkpoint.dir, "/scratch/ckpt");
+}
+
 TEST(Precedence, EmptyEnvironmentValuesChangeNothing) {
   JobConfig job = parsed();
   ASSERT_TRUE(apply_environment({{"PARTRAIN_SPEC", ""}, {"PARTRAIN_STEPS", ""}}, &job).is_ok());
