@@ -128,7 +128,9 @@ std::optional<long long> check_batch(const ParallelSpec& s, const BatchShape& b,
 
 void check_schedule(const ParallelSpec& s, long long m, std::vector<Status>* out) {
   if (s.pp < 2) return;
-  const bool one_f_one_b = s.sched == "1f1b" || s.sched == "interleaved";
+  // 1F1B's warm-up (and interleaved's, and ZB-H1's, which keeps 1F1B's in-flight bound)
+  // fills the pipeline with p micro-batches before the first backward.
+  const bool one_f_one_b = s.sched == "1f1b" || s.sched == "interleaved" || s.sched == "zbh1";
   if (one_f_one_b && m < s.pp) {
     out->push_back(err("sched=" + s.sched + " with pp" + str(s.pp) + " needs at least " +
                        str(s.pp) + " micro-batches per step, but there are " + str(m) +

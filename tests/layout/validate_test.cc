@@ -129,6 +129,9 @@ TEST(ValidateTest, EachInvariantHasItsMessage) {
       {"pp4,mb=2", cluster(4, 4), {}, {},
        "partrain: sched=1f1b with pp4 needs at least 4 micro-batches per step, but there are "
        "2; raise global_batch or lower micro_batch (or set mb=4), or use sched=gpipe"},
+      {"pp4,mb=3,sched=zbh1", cluster(4, 4), {}, {},
+       "partrain: sched=zbh1 with pp4 needs at least 4 micro-batches per step, but there are "
+       "3; raise global_batch or lower micro_batch (or set mb=4), or use sched=gpipe"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.spec);
