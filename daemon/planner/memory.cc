@@ -129,15 +129,27 @@ MemoryBreakdown stage_memory(const ModelDims& m, const PlanLayout& l, const Prec
   if (first) dense += pc.embed / tp + pc.positions;
   if (last) dense += pc.final_norm + (m.tied ? (l.pp > 1 ? pc.embed / tp : 0) : pc.head / tp);
   mb.params = dense + expert;
-  // ZeRO: stage 1 shards the optimizer state, 2 also gradients, 3 also weights; dense
-  // parameters over dp, expert parameters over the expert-data-parallel group.
-  auto shard = [&](double bytes_per_param, int from_stage) {
-    return l.zero >= from_stage ? dense * bytes_per_param / dp + expert * bytes_per_param / edp
-                                : (dense + expert) * bytes_per_param;
+  // ZeRO as the engine stores it (engine/model/sharding.h): stage 1 shards the optimizer
+  // state and reduces the gradient into an fp32 shard next to the full buffer; stage 2
+  // keeps no full gradient, only the shard plus two recycled block slots and the
+  // embedding and tail (final norm, untied head) slots; stage 3 does the same for the
+  // weights with prefetch + 1 block slots ([plugins.zero3] prefetch, default 1). Dense
+  // parameters shard over dp, expert parameters over the expert-data-parallel group.
+  auto sharded = [&](double bytes_per_param) {
+    return dense * bytes_per_param / dp + expert * bytes_per_param / edp;
   };
-  mb.weights = shard(pb, 3);
-  mb.grads = shard(gb, 2);
-  mb.optimizer = shard(prec.optimizer_bytes(), 1);
+  const double dense_block = pc.layer_split / tp + pc.layer_repl;
+  const double moe_block =
+      pc.moe_layer_split / tp + pc.moe_layer_repl + experts * (pc.expert_split / tp + pc.expert_repl);
+  const double block = std::max(dense_s > 0 ? dense_block : 0.0, moe_s > 0 ? moe_block : 0.0);
+  const double ends = (first ? pc.embed / tp + pc.positions : 0) +
+                      (last ? pc.final_norm + (m.tied ? 0 : pc.head / tp) : 0);
+  constexpr int kZero3Prefetch = 1;
+  mb.weights = l.zero >= 3 ? sharded(pb) + ((kZero3Prefetch + 1) * block + ends) * pb : mb.params * pb;
+  mb.grads = l.zero >= 2   ? sharded(kF32) + (2 * block + ends) * gb
+             : l.zero == 1 ? mb.params * gb + sharded(kF32)
+                           : mb.params * gb;
+  mb.optimizer = l.zero >= 1 ? sharded(prec.optimizer_bytes()) : mb.params * prec.optimizer_bytes();
 
   // Activations of one micro-batch (N tokens) as the engine allocates them; tensors of
   // the whole sequence split over tp only under sequence parallelism (seq), tensors inside
@@ -173,10 +185,7 @@ MemoryBreakdown stage_memory(const ModelDims& m, const PlanLayout& l, const Prec
   // Communication buffers (not in the engine's accounting: they live in the strategies).
   double buffers = 0;
   if (l.dp > 1 && l.zero < 3) buffers += 2 * std::min(kDpBucketBytes, (dense + expert) * 4);
-  if (l.zero >= 3 && l.dp > 1) {
-    const double block = std::max(pc.layer_split, pc.moe_layer_split + experts * pc.expert_split);
-    buffers += 2 * block / tp * pb;  // the gathered block and the one prefetched
-  }
+  // (ZeRO-3's gathered and prefetched blocks are the weight slots above.)
   if (l.pp > 1) buffers += 2 * 2 * N * C * ab * seq;  // send and receive, activation and gradient
   if (l.tp > 1 && l.sp) buffers += N * C * ab;        // the all-gathered sequence
   if (l.ep > 1 && moe_s > 0) buffers += 2 * S * C * ab;  // dispatch and combine

@@ -40,6 +40,7 @@ struct Case {
   const char* recompute;  // [model] recompute
   int micro_batch;        // [training] micro_batch
   int nproc;              // 1: `partrain run`; 2: --partrain=dp2 --nproc 2
+  const char* zero = "";  // with nproc 2: ",zero1" .. ",zero3" after dp2
 };
 
 double children_cpu_seconds() {
@@ -78,7 +79,7 @@ TEST_P(MemoryVsRun, PredictedPeakWithinTenPercentOfMeasured) {
   const Case& c = GetParam();
   const fs::path job = write_job(c);
   const std::string cli = std::string("'") + PARTRAIN_CLI + "'";
-  const std::string spec = c.nproc > 1 ? " --partrain=dp" + std::to_string(c.nproc) : "";
+  const std::string spec = c.nproc > 1 ? " --partrain=dp" + std::to_string(c.nproc) + c.zero : "";
   const std::string env = std::string("PARTRAIN_SITE_CONFIG='") + PARTRAIN_SITE_CONFIG_FILE +
                           "' PARTRAIN_RUN_DIR='" + (dir_ / "run").string() + "' ";
 
@@ -142,7 +143,10 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"moe_selective", "moe-tiny", "selective", 8, 1},
                       Case{"gpt2_dp2", "tiny", "none", 8, 2},
                       Case{"llama_full_dp2_mb4", "llama-tiny", "full", 4, 2},
-                      Case{"moe_none_dp2_mb2", "moe-tiny", "none", 2, 2}),
+                      Case{"moe_none_dp2_mb2", "moe-tiny", "none", 2, 2},
+                      Case{"gpt2_zero1_dp2", "tiny", "none", 8, 2, ",zero1"},
+                      Case{"llama_zero2_dp2", "llama-tiny", "selective", 8, 2, ",zero2"},
+                      Case{"gpt2_zero3_dp2_mb4", "tiny", "full", 4, 2, ",zero3"}),
     [](const ::testing::TestParamInfo<Case>& p) { return std::string(p.param.name); });
 
 }  // namespace

@@ -133,17 +133,33 @@ TEST(PlannerMemory, MegatronModelSizesFromTheirShapes) {
 }
 
 TEST(PlannerMemory, ZeroStagesShardOptimizerThenGradientsThenWeights) {
-  const ModelDims m = tiny_gpt2();
+  // The demo's GPT-2 (C=128, V=256, T=64) with 16 blocks, as the engine stores ZeRO
+  // (engine/model/sharding.h), on dp4, bf16 weights + fp32 grads + 12 bytes of Adam state:
+  //   block = ln 512 + c_attn 49536 + c_proj 16512 + c_fc 66048 + c_proj 65664 = 198272
+  //   ends  = wte 32768 + wpe 8192 + ln_f 256 = 41216;  P = 16 x 198272 + 41216 = 3213568
+  //   shard = P / 4 = 803392;  slots = 2 blocks + ends = 437760 (prefetch 1: also 2 blocks)
+  engine::ModelOptions o;
+  o.vocab_size = 256;
+  o.seq_len = 64;
+  o.layers = 16;
+  o.hidden = 128;
+  o.heads = 4;
+  const ModelDims m = model_dims(o);
+  ASSERT_DOUBLE_EQ(count_params(m).total, 3213568.0);
   const Precision p{2, 4, 2, true};
   PlanLayout l;
   l.dp = 4;
-  const double P = count_params(m).total;
+  const double P = 3213568, shard = 803392, slots = 437760;
+  const double optimizer[] = {P * 12, shard * 12, shard * 12, shard * 12};
+  // zero1 reduces into an fp32 shard beside the full gradient; zero2/3 keep only slots.
+  const double grads[] = {P * 4, P * 4 + shard * 4, shard * 4 + slots * 4, shard * 4 + slots * 4};
+  const double weights[] = {P * 2, P * 2, P * 2, shard * 2 + slots * 2};
   for (int zero = 0; zero <= 3; ++zero) {
     l.zero = zero;
     const MemoryBreakdown b = stage_memory(m, l, p, 0, 0, 0);
-    EXPECT_DOUBLE_EQ(b.optimizer, P * 12 / (zero >= 1 ? 4 : 1)) << "zero" << zero;
-    EXPECT_DOUBLE_EQ(b.grads, P * 4 / (zero >= 2 ? 4 : 1)) << "zero" << zero;
-    EXPECT_DOUBLE_EQ(b.weights, P * 2 / (zero >= 3 ? 4 : 1)) << "zero" << zero;
+    EXPECT_DOUBLE_EQ(b.optimizer, optimizer[zero]) << "zero" << zero;
+    EXPECT_DOUBLE_EQ(b.grads, grads[zero]) << "zero" << zero;
+    EXPECT_DOUBLE_EQ(b.weights, weights[zero]) << "zero" << zero;
   }
 }
 
@@ -298,7 +314,11 @@ TEST(PlannerSearch, SevenBillionOnEightH100sFitsOnlyWithSharding) {
   ASSERT_TRUE(a.is_ok() && b.is_ok());
   EXPECT_DOUBLE_EQ(a->memory.weights + a->memory.grads + a->memory.optimizer, 6738415616.0 * 18);
   EXPECT_FALSE(a->fits);
-  EXPECT_DOUBLE_EQ(b->memory.weights + b->memory.grads + b->memory.optimizer, 6738415616.0 * 18 / 8);
+  // zero3: 18 bytes per parameter over 8 ranks, plus the engine's slots at 2 + 4 bytes:
+  // two blocks (4 x 4096^2 + 3 x 4096 x 11008 + 2 x 4096 = 202383360 each) and the ends
+  // (embed_tokens 131072000 + norm 4096 + lm_head 131072000 = 262148096).
+  EXPECT_DOUBLE_EQ(b->memory.weights + b->memory.grads + b->memory.optimizer,
+                   6738415616.0 * 18 / 8 + (2 * 202383360.0 + 262148096.0) * 6);
   EXPECT_TRUE(b->fits);
   // The search keeps only layouts that fit, so never plain dp8 with ZeRO off.
   for (const Plan& p : search_plans(*j, Cluster{1, 8}, hw)) {
