@@ -70,7 +70,8 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const RunOptions& options) {
   if (!be) return be.status();
   t->backend_ = std::move(be).value();
   Result<std::unique_ptr<model::Model>> m =
-      model::Model::create(options.model, t->backend_.get(), tr.micro_batch, tr.seed, options.shard);
+      model::Model::create(options.model, t->backend_.get(), tr.micro_batch, tr.seed, options.shard,
+                           options.tp);
   if (!m) return m.status();
   t->model_ = std::move(m).value();
   if (!options.init_path.empty()) {

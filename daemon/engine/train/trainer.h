@@ -36,6 +36,8 @@ struct RunOptions {
   int dp_rank = 0;
   // ZeRO: what this rank keeps only as its shard (the worker's data plugin decides).
   model::ShardOptions shard;
+  // Tensor parallel: this rank's coordinate and the group (the worker sets the comm).
+  model::TensorOptions tp;
 };
 
 // One optimizer step's numbers, as written to metrics.jsonl.
