@@ -14,6 +14,7 @@
 #include "engine/model/model.h"
 #include "engine/train/trainer.h"
 #include "worker/data_plugin.h"
+#include "worker/tensor_plugin.h"
 
 namespace partrain::worker {
 namespace {
@@ -63,8 +64,9 @@ class ZeroComm final : public engine::model::ShardComm {
 // stop flag through one small all-reduce on the dp group.
 class DataParallelHooks final : public engine::train::StepHooks {
  public:
-  DataParallelHooks(const DataParallelRun& run, DataPlugin* plugin, ZeroComm* zero)
-      : run_(run), plugin_(plugin), zero_(zero) {}
+  DataParallelHooks(const DataParallelRun& run, DataPlugin* plugin, ZeroComm* zero,
+                    TensorPluginComm* tensor)
+      : run_(run), plugin_(plugin), zero_(zero), tensor_(tensor) {}
 
   Status begin_step(int64_t step) override {
     if (plugin_ == nullptr) return Status::ok();
@@ -90,6 +92,7 @@ class DataParallelHooks final : public engine::train::StepHooks {
   // Backward is done: hand over what no block did (embeddings, final norm, head), back to
   // front, then wait for every bucket.
   Status sync_grads(engine::model::Model& m, engine::train::StepMetrics* /*sm*/) override {
+    if (tensor_ != nullptr) PARTRAIN_RETURN_IF_ERROR(tensor_->status());
     if (plugin_ == nullptr) return Status::ok();
     if (stage() < 2) {
       if (handed_.empty()) handed_.assign(m.table().specs().size(), false);
@@ -104,6 +107,13 @@ class DataParallelHooks final : public engine::train::StepHooks {
 
   // ZeRO-1/2: every rank stepped its shard; gather them into the full parameters.
   Status after_step(engine::model::Model& m, engine::train::StepMetrics* sm) override {
+    if (tensor_ != nullptr) {  // the regions' collectives: all exposed (each is waited for)
+      partrain_tensor_stats_v1_t ts{};
+      PARTRAIN_RETURN_IF_ERROR(tensor_->step_end(&ts));
+      sm->comm_ms += ts.comm_ms;
+      sm->exposed_ms += ts.comm_ms;
+      sm->collectives += static_cast<int>(ts.collectives);
+    }
     if (plugin_ == nullptr) return Status::ok();
     if (zero_ != nullptr) PARTRAIN_RETURN_IF_ERROR(zero_->status());
     if (stage() == 1 || stage() == 2) {
@@ -114,16 +124,21 @@ class DataParallelHooks final : public engine::train::StepHooks {
     }
     partrain_sync_stats_v2_t stats{};
     PARTRAIN_RETURN_IF_ERROR(plugin_->step_end(&stats));
-    sm->comm_ms = stats.comm_ms;
-    sm->exposed_ms = stats.exposed_ms;
-    sm->collectives = static_cast<int>(stats.collectives);
+    sm->comm_ms += stats.comm_ms;
+    sm->exposed_ms += stats.exposed_ms;
+    sm->collectives += static_cast<int>(stats.collectives);
     return Status::ok();
   }
 
   // One 2-float all-reduce: the batch's mean loss and whether any rank was asked to stop.
+  // The ranks of a tp group have the same loss; they agree on the stop flag first.
   Status reduce_loss(double* loss) override {
     float shared[2] = {static_cast<float>(*loss), run_.stop->load() ? 1.0f : 0.0f};
-    if (run_.dp_comm == nullptr) return Status::ok();  // one rank: its loss, exactly
+    if (tensor_ != nullptr) {
+      PARTRAIN_RETURN_IF_ERROR(run_.tp_comm->all_reduce(shared + 1, 1, comm::ReduceOp::kMax)->wait());
+      stop_ = shared[1] > 0;
+    }
+    if (run_.dp_comm == nullptr) return Status::ok();  // one dp rank: its loss, exactly
     PARTRAIN_RETURN_IF_ERROR(run_.dp_comm->all_reduce(shared, 2, comm::ReduceOp::kSum)->wait());
     *loss = static_cast<double>(shared[0]) / run_.dp;
     stop_ = shared[1] > 0;
@@ -147,6 +162,7 @@ class DataParallelHooks final : public engine::train::StepHooks {
   const DataParallelRun& run_;
   DataPlugin* plugin_;  // null on one rank
   ZeroComm* zero_;      // null unless ZeRO
+  TensorPluginComm* tensor_;  // null unless tp > 1
   bool stop_ = false;
 };
 
@@ -185,13 +201,15 @@ Status train_data_parallel(const DataParallelRun& run) {
   o.quiet = run.rank != 0;                       // and the step lines
   o.dp = run.dp;
   o.dp_rank = run.dp_rank;
+  o.tp = engine::model::TensorOptions{run.tp_rank, run.tp, run.tp > 1 && run.sp};
 
   // The data plugin, on this rank's dp communicator: its plan says what is sharded, so it
   // comes before the model (sharded state is never allocated full-size).
   std::unique_ptr<DataPlugin> plugin;
   if (run.plugin_v1 != nullptr || run.plugin_v2 != nullptr) {
     plugin = std::make_unique<DataPlugin>(run.plugin_v1, run.plugin_v2);
-    const size_t num_params = static_cast<size_t>(engine::model::build_param_table(job.model).total());
+    // This rank's flat buffer: its tensor-parallel pieces under tp.
+    const size_t num_params = static_cast<size_t>(engine::model::build_param_table(job.model, o.tp).total());
     constexpr uint64_t kFeatures = PARTRAIN_HOST_SHARD_OPTIMIZER | PARTRAIN_HOST_SHARD_GRADS |
                                    PARTRAIN_HOST_SHARD_PARAMS;
     PARTRAIN_RETURN_IF_ERROR(plugin->init(run.plugin_config, run.dp_comm, run.rank, num_params, kFeatures));
@@ -208,10 +226,17 @@ Status train_data_parallel(const DataParallelRun& run) {
     zero = std::make_unique<ZeroComm>(plugin.get(), run.dp_comm);
     (*trainer)->model().set_shard_comm(zero.get());
   }
-  DataParallelHooks hooks(run, plugin.get(), zero.get());
+  std::unique_ptr<TensorPluginComm> tensor;
+  if (run.tp > 1) {
+    tensor = std::make_unique<TensorPluginComm>(run.tensor_plugin, run.tp_comm);
+    PARTRAIN_RETURN_IF_ERROR(tensor->init(run.tensor_config, o.tp.sp, run.rank, run.world));
+    (*trainer)->model().set_tensor_comm(tensor.get());
+  }
+  DataParallelHooks hooks(run, plugin.get(), zero.get(), tensor.get());
   (*trainer)->set_hooks(&hooks);
   Status s = (*trainer)->run();
   if (zero && s.is_ok()) s = zero->status();
+  if (tensor && s.is_ok()) s = tensor->status();
   if (s.is_ok() && !job.run_dir.empty()) {
     s = write_memory(job.run_dir, run.rank, (*trainer)->backend().memory());
   }
@@ -219,6 +244,7 @@ Status train_data_parallel(const DataParallelRun& run) {
   // (peers blocked on us fail too), and let the plugin wait for them before the model
   // frees its memory.
   if (!s.is_ok() && run.dp_comm != nullptr) run.dp_comm->abort(s.message());
+  if (!s.is_ok() && run.tp_comm != nullptr) run.tp_comm->abort(s.message());
   plugin.reset();
   return s;
 }

@@ -103,6 +103,17 @@ class Runtime : public ::testing::Test {
 };
 
 
+// A whole number from a flat JSON object (e.g. memory.rank<R>.json).
+inline double field(const std::string& json, const std::string& key) {
+  const std::regex re("\"" + key + "\":([0-9]+)");
+  std::smatch m;
+  if (!std::regex_search(json, m, re)) {
+    ADD_FAILURE() << key << " missing in " << json;
+    return 0;
+  }
+  return std::stod(m[1].str());
+}
+
 // A copy of example job `job` in `dir` with its data path made absolute and `extra` (TOML)
 // appended; returns the copy's path.
 inline std::string job_copy(const std::string& job, const std::string& dir, const std::string& name,

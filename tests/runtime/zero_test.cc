@@ -83,17 +83,6 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"llama_zero3_dp2", "llama", 2, 3}, Case{"llama_zero3_dp4", "llama", 4, 3}),
     [](const ::testing::TestParamInfo<Case>& i) { return std::string(i.param.name); });
 
-// A number from a flat JSON object.
-double field(const std::string& json, const std::string& key) {
-  const std::regex re("\"" + key + "\":([0-9]+)");
-  std::smatch m;
-  if (!std::regex_search(json, m, re)) {
-    ADD_FAILURE() << key << " missing in " << json;
-    return 0;
-  }
-  return std::stod(m[1].str());
-}
-
 // Per-rank peak bytes per category, dp4 against zero1/2/3 on dp4, on a 16-block GPT-2
 // (width 64) where the blocks dominate. Expected, by hand, with n parameters, blocks of
 // b = 12 C^2 + 13 C parameters, embeddings e = V C + T C and a tail t = 2 C (ln_f):

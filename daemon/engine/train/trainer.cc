@@ -31,11 +31,12 @@ std::string metrics_json(const StepMetrics& m) {
       "{{\"step\":{},\"loss\":{},\"lr\":{},\"grad_norm\":{},\"tokens\":{},\"step_ms\":{:.3f},"
       "\"fwd_ms\":{:.3f},\"bwd_ms\":{:.3f},\"opt_ms\":{:.3f},\"data_ms\":{:.3f}",
       m.step, m.loss, m.lr, m.grad_norm, m.tokens, m.step_ms, m.fwd_ms, m.bwd_ms, m.opt_ms, m.data_ms);
-  if (m.dp > 1) {
+  if (m.dp > 1 || m.tp > 1) {
     const double share = m.step_ms > 0 ? m.exposed_ms / m.step_ms : 0.0;
     line += fmt::format(",\"comm_ms\":{:.3f},\"exposed_ms\":{:.3f},\"exposed_share\":{:.4f},"
                         "\"collectives\":{},\"dp\":{}", m.comm_ms, m.exposed_ms, share,
                         m.collectives, m.dp);
+    if (m.tp > 1) line += fmt::format(",\"tp\":{}", m.tp);
   }
   return line + "}";
 }
@@ -141,6 +142,7 @@ Result<StepMetrics> Trainer::step() {
   loss /= accum_;
   // Data parallel: every rank's gradient and loss become the global batch's.
   m.dp = o_.dp;
+  m.tp = o_.tp.size;
   if (hooks_ != nullptr) {
     trace::Span span("wait for gradient sync");
     PARTRAIN_RETURN_IF_ERROR(hooks_->sync_grads(*model_, &m));

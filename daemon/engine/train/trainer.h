@@ -52,6 +52,7 @@ struct StepMetrics {
   // Data parallel only (dp > 1): gradient collectives of the step. comm_ms: first
   // collective started to last finished; exposed_ms: the part this rank waited for.
   int dp = 1;
+  int tp = 1;  // tensor parallel: the regions' collectives are counted in too
   double comm_ms = 0, exposed_ms = 0;
   int collectives = 0;
 };
