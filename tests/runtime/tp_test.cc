@@ -1,8 +1,10 @@
 // Tensor parallelism end to end (the tp plugin, plugins/tensor/tp): tp2, tp4, tp2 without
-// sequence parallelism, tp2 x dp2 and tp2 x zero1 x dp2 train exactly what one rank trains
-// (GPT-2 and LLaMA with grouped-query attention, 20 steps, 1e-5 relative), also with
-// dropout (masks keyed by logical position) and full recompute; a tp the model cannot
-// split is refused by the layout core before any worker starts (exit 2, one line).
+// sequence parallelism, tp2 x dp2, tp2 x zero1 x dp2 and tp2 x zero3 x dp2 train exactly
+// what one rank trains (GPT-2 and LLaMA with grouped-query attention, 20 steps, 1e-5
+// relative), also with dropout (masks keyed by logical position) and full or selective
+// recompute; the per-rank memory of tp1, tp2 and tp2+sp equals the hand count; a tp the
+// model cannot split is refused by the layout core before any worker starts (exit 2, one
+// line); [plugins.tp] takes no keys.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -96,12 +98,14 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"gpt2_tp2_nosp", "gpt2", "tp2,nosp", 2, "", ""},
                       Case{"gpt2_tp2_dp2", "gpt2", "tp2,dp2", 4, "", ""},
                       Case{"gpt2_tp2_zero1_dp2", "gpt2", "tp2,dp2,zero1", 4, "", ""},
+                      Case{"gpt2_tp2_zero3_dp2", "gpt2", "tp2,dp2,zero3", 4, "", ""},
                       Case{"gpt2_tp2_dropout", "gpt2", "tp2", 2, kDrop, ""},
                       Case{"gpt2_tp2_nosp_dropout_full_recompute", "gpt2", "tp2,nosp", 2, kDropFull, ""},
                       Case{"gpt2_tp2_dropout_full_recompute", "gpt2", "tp2", 2, kDropFull, ""},
                       Case{"llama_tp2", "llama", "tp2", 2, "", ""},
                       Case{"llama_tp2_nosp", "llama", "tp2,nosp", 2, "", ""},
                       Case{"llama_tp2_dp2", "llama", "tp2,dp2", 4, "", ""},
+                      Case{"llama_tp2_zero3_dp2", "llama", "tp2,dp2,zero3", 4, "", ""},
                       Case{"llama_tp4_kv4_selective", "llama", "tp4", 4,
                            "kv_heads = 4\nrecompute = \"selective\"", ""}),
     [](const ::testing::TestParamInfo<Case>& i) { return std::string(i.param.name); });
