@@ -63,26 +63,10 @@ TEST_P(TpMatchesOneRank, OverTwentySteps) {
                   std::to_string(kSteps)}, env("tp"), dir_, "tp");
   ASSERT_EQ(wait_exit(t.pid), 0) << slurp(t.err);
   EXPECT_NE(slurp(t.err).find("tensor plugin tp "), std::string::npos) << slurp(t.err);
-  const std::vector<double> ref = losses(dir_ + "/one/metrics.jsonl");
-  const std::vector<double> got = losses(dir_ + "/tp/metrics.jsonl");
-  ASSERT_EQ(ref.size(), static_cast<size_t>(kSteps));
-  ASSERT_EQ(got.size(), ref.size());
-  double worst = 0;
-  for (size_t i = 0; i < ref.size(); ++i) {
-    EXPECT_LE(std::fabs(got[i] - ref[i]), 1e-5 * std::fabs(ref[i]))
-        << spec << " step " << i + 1 << ": " << got[i] << " vs one rank " << ref[i];
-    worst = std::max(worst, std::fabs(got[i] - ref[i]) / std::fabs(ref[i]));
-  }
-  std::printf("%s %s: largest relative loss difference %.2e over %d steps\n", c.name, spec.c_str(),
-              worst, kSteps);
-  EXPECT_LT(ref.back(), ref.front() - 0.5);  // a real trajectory
-  // Only rank 0 writes metrics; every rank writes its memory; the regions' collectives
-  // are counted.
-  static const std::regex kCollectives("\"collectives\":([0-9]+)");
-  std::smatch m;
-  const std::string metrics = slurp(dir_ + "/tp/metrics.jsonl");
-  ASSERT_TRUE(std::regex_search(metrics, m, kCollectives)) << metrics;
-  EXPECT_GE(std::stoi(m[1].str()), 4) << metrics;
+  expect_same_losses(dir_ + "/one/metrics.jsonl", dir_ + "/tp/metrics.jsonl", kSteps,
+                     std::string(c.name) + " " + spec);
+  // Every rank writes its memory; the regions' collectives are counted.
+  EXPECT_GE(first_collectives(dir_ + "/tp/metrics.jsonl"), 4);
   for (int r = 0; r < c.nproc; ++r) {
     EXPECT_TRUE(fs::exists(dir_ + "/tp/memory.rank" + std::to_string(r) + ".json")) << r;
   }

@@ -180,7 +180,7 @@ void Trainer::print_step(const StepMetrics& m) const {
   std::printf("step %5lld/%lld | loss %.6f | lr %.3e | norm %.4f | %8.0f tok/s | %7.1f ms",
               static_cast<long long>(m.step), static_cast<long long>(o_.train.steps), m.loss,
               static_cast<double>(m.lr), static_cast<double>(m.grad_norm), tok_s, m.step_ms);
-  if (m.dp > 1) {
+  if (m.dp > 1 || m.tp > 1) {
     std::printf(" | comm %.1f ms, exposed %.1f ms (%.0f%% of the step)", m.comm_ms,
                 m.exposed_ms, m.step_ms > 0 ? 100 * m.exposed_ms / m.step_ms : 0.0);
   }
