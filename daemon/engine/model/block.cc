@@ -6,9 +6,9 @@
 // Tensor parallel (tensor_parallel.h): qkv and the MLP's first GEMM are column-parallel
 // (this rank's heads and ffn columns), o_proj and the MLP's last GEMM row-parallel; each
 // branch enters its region after the norm and leaves it before dropout, so the column
-// output feeds the row layer with no communication between them. A row-parallel bias
-// enters the sum once, from tp rank 0; its gradient (from the full dout) is the same on
-// every rank.
+// output feeds the row layer with no communication between them. A row-parallel bias is
+// added once, after the reduction, to the rows each rank holds (Megatron's order); its
+// gradient (from the full dout) is the same on every rank.
 #include "engine/model/model.h"
 #include "engine/model/model_internal.h"
 
@@ -25,7 +25,6 @@ void Model::attention_core_forward(BlockActs& a) {
 void Model::block_forward(int l, const Tensor& in, const Tensor& out, BlockActs& a) {
   const BlockParams& p = bp_[static_cast<size_t>(l)];
   const int T = o_.seq_len, C = o_.hidden, hd = C / o_.heads, QKV = lqkv_, Q = lq_;
-  const bool bias_here = tp_.rank == 0;  // row-parallel biases: added once
   // Attention: norm, fused q/k/v projection, RoPE on q and k (llama), causal attention.
   const Tensor ln1 = ract(a.ln1), qkv = act(a.qkv), att = act(a.att);
   norm_forward(ln1, a.ln1_mean, a.ln1_rstd, in, p.ln1_w, p.ln1_b);
@@ -39,9 +38,10 @@ void Model::block_forward(int l, const Tensor& in, const Tensor& out, BlockActs&
   attention_core_forward(a);
   // Output projection (a partial sum under tp), leaving the region, dropout, residual.
   const Tensor partial = regions_.active() && tp_.sp ? act(partial_) : act(a.branch);
-  be_->matmul_forward(partial, att, pspan(p.o_w, {C, Q}), bias_here ? pspan(p.o_b, {C}) : Tensor{},
-                      N_, Q, C);
+  const bool tp = regions_.active();  // the bias after the reduction under tp
+  be_->matmul_forward(partial, att, pspan(p.o_w, {C, Q}), tp ? Tensor{} : pspan(p.o_b, {C}), N_, Q, C);
   Tensor branch = regions_.leave_forward(partial, ract(a.branch));
+  if (tp) add_bias_rows(branch, p.o_b);
   dropout(branch, l, 1);
   const Tensor res2 = ract(a.res2);
   be_->residual_forward(res2, in, branch);
@@ -50,6 +50,7 @@ void Model::block_forward(int l, const Tensor& in, const Tensor& out, BlockActs&
   norm_forward(ln2, a.ln2_mean, a.ln2_rstd, res2, p.ln2_w, p.ln2_b);
   mlp_forward(l, a, regions_.enter_forward(ln2, act(gathered_)), partial);
   branch = regions_.leave_forward(partial, ract(a.branch));
+  if (tp) add_bias_rows(branch, p.proj_b);
   dropout(branch, l, 2);
   be_->residual_forward(out, res2, branch);
 }
@@ -70,8 +71,8 @@ void Model::mlp_forward(int l, BlockActs& a, const Tensor& x, const Tensor& out)
     be_->matmul_forward(fc, x, pspan(p.fc_w, {2 * F, C}), Tensor{}, N_, C, 2 * F);
     be_->swiglu_forward(h, fc, N_, F);
   }
-  be_->matmul_forward(out, h, pspan(p.proj_w, {C, F}), tp_.rank == 0 ? pspan(p.proj_b, {C}) : Tensor{},
-                      N_, F, C);
+  be_->matmul_forward(out, h, pspan(p.proj_w, {C, F}),
+                      regions_.active() ? Tensor{} : pspan(p.proj_b, {C}), N_, F, C);
 }
 
 void Model::mlp_backward(int l, BlockActs& a, const Tensor& x, const Tensor& dout, const Tensor& dx) {

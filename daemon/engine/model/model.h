@@ -144,6 +144,8 @@ class Model {
   void vp_embedding_forward(const Tensor& x0);
   void vp_embedding_backward(const Tensor& demb);
   double vp_loss_forward(const Tensor& logits);
+  // rows [R, C] += bias (parameter b; none when b < 0), broadcast over the rows.
+  void add_bias_rows(const Tensor& rows, int b);
   void vp_loss_backward(const Tensor& dlogits, const Tensor& dloss);
   // LayerNorm (gpt2) or RMSNorm (llama) with parameters w, b (b < 0: none).
   void norm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& inp,
@@ -196,6 +198,7 @@ class Model {
   int64_t v0_ = 0;
   Tensor gathered_, partial_, dfull_, drows_;  // [N, C] x3, [N/size, C]: region buffers
   Tensor tok_local_, tok_mask_, iota_, pos_;   // vocabulary-parallel lookup, [N]
+  Tensor zeros_;                               // I32 [N] of 0: a bias broadcast over rows
   Tensor ce_targets_, fix_idx_, fix_w_;        // vocabulary-parallel loss, [N]
   Tensor norm_scratch_;                        // [2C]: one norm's gradients before the sum
   std::vector<float> host_f_;

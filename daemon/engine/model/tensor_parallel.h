@@ -4,7 +4,7 @@
 // A model built for (rank, size) splits each block by attention heads and MLP columns:
 //   column-parallel: q/k/v (GQA: kv_heads % size == 0), c_fc / gate+up: rows [out] split;
 //   row-parallel:    attention and MLP output projections: columns [in] split; the partial
-//                    outputs are summed (a reduction) and their biases added once;
+//                    outputs are summed (a reduction), then their biases added once;
 //   vocabulary-parallel: the token embedding (and a tied or untied head) keeps rows
 //                    [r*ceil(V/size), ...) of the vocabulary; the cross-entropy reduces
 //                    max, sum-exp and the target logit over the group, never the logits.

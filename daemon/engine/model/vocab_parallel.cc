@@ -2,8 +2,8 @@
 // (tensor_parallel.h): rank r holds vocabulary rows [v0, v0 + lv) of the token embedding
 // (and of the head, tied or not) and the logits of those columns only.
 //
-// Embedding: each rank looks up the tokens it holds (the others give 0 rows), rank 0 adds
-// the learned positions, and the sum over the group leaves the region.
+// Embedding: each rank looks up the tokens it holds (the others give 0 rows), the sum over
+// the group leaves the region, and the learned positions are added to the rows held.
 // Cross-entropy, Megatron's way, without gathering the logits: the row max, the sum of
 // exp(z - max) and the target's logit are each reduced over the group ([N] floats), so every
 // rank has the exact log-sum-exp and loss; backward gives each rank its columns of
@@ -31,7 +31,7 @@ Status Model::tp_allocate(int64_t N, int64_t C) {
     PARTRAIN_RETURN_IF_ERROR(get(MC::kWorkspace, ad, {N / tp_.size, C}, &drows_));
     PARTRAIN_RETURN_IF_ERROR(get(MC::kWorkspace, be_->grad_dtype(), {2 * C}, &norm_scratch_));
   }
-  for (Tensor* t : {&tok_local_, &iota_, &pos_, &ce_targets_, &fix_idx_}) {
+  for (Tensor* t : {&tok_local_, &iota_, &pos_, &ce_targets_, &fix_idx_, &zeros_}) {
     PARTRAIN_RETURN_IF_ERROR(get(MC::kActivations, DType::kI32, {N}, t));
   }
   PARTRAIN_RETURN_IF_ERROR(get(MC::kActivations, DType::kF32, {N}, &tok_mask_));
@@ -60,16 +60,26 @@ void Model::vp_prepare(const MicroBatch& batch) {
   be_->to_device_i32(pos_.slice(0, {N_}), pos.data());
 }
 
+// The bias as R copies of its row (gather_rows of row 0), then added: dln_ is free while
+// forward (and a recompute inside backward) runs a block.
+void Model::add_bias_rows(const Tensor& rows, int b) {
+  if (b < 0) return;
+  const int C = o_.hidden;
+  const Tensor scratch = ract(dln_);
+  be_->gather_rows(scratch, pspan(b, {1, C}), zeros_.slice(0, {R_}), Tensor{}, R_, C);
+  be_->accumulate(rows, scratch);
+}
+
 void Model::vp_embedding_forward(const Tensor& x0) {
   const int C = o_.hidden;
   const Tensor partial = tp_.sp ? act(partial_) : x0;
   be_->gather_rows(partial, param(wte_), tok_local_.slice(0, {N_}), tok_mask_.slice(0, {N_}), N_, C);
-  if (wpe_ >= 0 && tp_.rank == 0) {  // positions: once, inside the sum
-    const Tensor scratch = act(dln_);
-    be_->gather_rows(scratch, param(wpe_), pos_.slice(0, {N_}), Tensor{}, N_, C);
-    be_->accumulate(partial, scratch);
-  }
   regions_.leave_forward(partial, x0);
+  if (wpe_ >= 0) {  // positions: after the sum, on the rows this rank holds
+    const Tensor scratch = ract(dln_);
+    be_->gather_rows(scratch, param(wpe_), pos_.slice(tp_row0(), {R_}), Tensor{}, R_, C);
+    be_->accumulate(x0, scratch);
+  }
 }
 
 void Model::vp_embedding_backward(const Tensor& demb) {
