@@ -60,10 +60,11 @@ void check_cover_and_init(const ModelOptions& o, int tp) {
       EXPECT_EQ(local, p.numel()) << p.name;
     }
   }
+  const ParamTable rank0 = build_param_table(o, TensorOptions{0, tp, true});
   for (size_t i = 0; i < hits.size(); ++i) {
     const ParamSpec& w = whole.specs()[i];
     // Split tensors once over the group; replicated ones on every rank.
-    const ParamSpec& p0 = build_param_table(o, TensorOptions{0, tp, true}).specs()[i];
+    const ParamSpec& p0 = rank0.specs()[i];
     const int want = p0.split() ? 1 : tp;
     for (size_t j = 0; j < hits[i].size(); ++j) {
       ASSERT_EQ(hits[i][j], want) << w.name << " element " << j;
