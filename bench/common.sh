@@ -37,3 +37,19 @@ lr = 1e-3
 warmup_steps = 2
 TOML
 }
+
+# bench_step_stats PYTHON RUN_DIR TOKENS WARMUP KEY...: one line from a finished run:
+# tokens/s of the median step after WARMUP (TOKENS per step), the median exposed_share of
+# metrics.jsonl, and rank 0's peak MiB of each memory category KEY (memory.rank0.json).
+bench_step_stats() {
+  "$1" - "${@:2}" <<'PY'
+import json, sys
+run, tokens, warmup, keys = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:]
+rows = [json.loads(l) for l in open(run + "/metrics.jsonl")][warmup:]
+ms = sorted(r["step_ms"] for r in rows)
+share = sorted(r["exposed_share"] for r in rows)
+mem = json.load(open(run + "/memory.rank0.json"))
+print(" ".join([f"{tokens / (ms[len(ms) // 2] / 1e3):.1f}", f"{share[len(share) // 2]:.3f}"] +
+               [f"{mem[k] / 2**20:.2f}" for k in keys]))
+PY
+}

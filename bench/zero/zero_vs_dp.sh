@@ -32,17 +32,7 @@ run_one() {
   rm -rf "$work/run-$name"
   "$build/bin/partraind" --standalone --nproc $nproc --partrain "$spec" "$work/$name.toml" \
       >/dev/null 2>"$work/$name.err" || { cat "$work/$name.err" >&2; exit 1; }
-  "$python" - "$work/run-$name" "$tokens" $warmup <<'PY'
-import json, sys
-run, tokens, warmup = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-rows = [json.loads(l) for l in open(run + "/metrics.jsonl")][warmup:]
-ms = sorted(r["step_ms"] for r in rows)
-share = sorted(r["exposed_share"] for r in rows)
-mem = json.load(open(run + "/memory.rank0.json"))
-mib = lambda k: mem[k] / 2**20
-print(f"{tokens / (ms[len(ms) // 2] / 1e3):.1f} {share[len(share) // 2]:.3f} "
-      f"{mib('weights'):.2f} {mib('grads'):.2f} {mib('optimizer'):.2f}")
-PY
+  bench_step_stats "$python" "$work/run-$name" "$tokens" $warmup weights grads optimizer
 }
 
 printf "%-6s %-6s %10s %8s %8s %10s %9s %10s\n" config layout tok/s vs_dp exposed weights_MiB grads_MiB optim_MiB

@@ -32,6 +32,7 @@
 #include "common/log.h"
 #include "common/trace.h"
 #include "config/job_config.h"
+#include "config/site_config.h"
 #include "engine/model/hf_io.h"
 #include "engine/model/model.h"
 #include "engine/train/trainer.h"
@@ -94,6 +95,20 @@ int run_local_agent(const RunArgs& a) {
   if (!a.init.empty() || !a.save.empty() || a.device != "cpu") {
     return fail(Status::invalid("--nproc: --init, --save and --device are not available with "
                                 "--nproc yet; the workers train on CPU ranks"));
+  }
+  // The layout against the model (heads, kv_heads, hidden, seq_len % tp, ...), by the
+  // layout core, before the agent starts any worker.
+  {
+    Result<config::SiteConfig> site = config::load_site_config("");
+    if (!site) return fail(site.status());
+    config::Overrides ov;
+    if (!a.spec.empty()) ov.spec = a.spec;
+    Result<config::JobConfig> job = config::resolve_job(a.job, *site, ov);
+    if (!job) return fail(job.status());
+    if (Status s = config::validate_layout(*job, a.nproc); !s) {
+      std::fprintf(stderr, "%s\n", s.message().c_str());  // the layout core's, prefixed
+      return exit_code_for(s);
+    }
   }
   agent::AgentOptions o;
   o.job_path = a.job;

@@ -11,6 +11,7 @@
 
 #include "config/key_table.h"
 #include "config/site_config.h"
+#include "layout/validate.h"
 
 namespace partrain::config {
 namespace {
@@ -488,6 +489,19 @@ std::vector<std::string> known_job_keys() {
   std::vector<std::string> keys;
   for (const auto& rule : job_rules()) keys.push_back(rule.table + "." + rule.key);
   return keys;
+}
+
+Status validate_layout(const JobConfig& job, int world) {
+  const engine::ModelOptions& m = job.model;
+  ModelShape shape;
+  shape.hidden = m.hidden;
+  shape.heads = m.heads;
+  shape.kv_heads = m.kv_heads > 0 ? m.kv_heads : m.heads;
+  shape.layers = m.layers;
+  shape.experts = m.moe_experts;
+  shape.vocab = m.vocab_size;
+  shape.seq_len = m.seq_len;
+  return validate(job.parallelism, ClusterFacts{world, 0, 0}, shape);
 }
 
 }  // namespace partrain::config

@@ -87,6 +87,11 @@ Result<JobConfig> resolve_job(const std::string& path, const SiteConfig& site,
 // global_batch / (micro_batch * dp), or spec.mb when given. Error when not a whole number.
 Result<int> grad_accum_steps(const JobConfig& job, int dp);
 
+// The layout core's checks (layout/validate.h) of the job's [parallelism] on `world` ranks
+// against its [model] (heads, kv_heads, hidden, seq_len, layers, experts, vocabulary): the
+// first violation, named with its fix, or OK. Run before any worker starts.
+Status validate_layout(const JobConfig& job, int world);
+
 // Sequences per micro-batch on one rank: [training] micro_batch, or, when spec.mb overrides
 // the micro-batch count, global_batch / (mb * dp) so the global batch stays what the file says.
 Result<int> micro_batch_size(const JobConfig& job, int dp);

@@ -2,15 +2,13 @@
 // both can change independently; the permission checks are loader.cc's.
 #include "plugin/schedule_loader.h"
 
-#include <filesystem>
-#include <system_error>
+#include "plugin/tensor_loader.h"
+#include "plugin/versioned_library.h"
 
 #include <boost/dll/shared_library.hpp>
 #include <fmt/format.h>
 
 namespace partrain::plugin {
-
-namespace fs = std::filesystem;
 
 // The checker and the runtime read plugin actions as pipeline::Action.
 static_assert(static_cast<int>(pipeline::Kind::kForward) == PARTRAIN_ACTION_FORWARD);
@@ -25,18 +23,6 @@ struct SchedulePlugin::Lib {
 SchedulePlugin::~SchedulePlugin() = default;
 
 namespace {
-
-std::string schedule_symbol(int version) { return fmt::format("partrain_schedule_v{}", version); }
-
-// An exported partrain_schedule_vN this partrain does not load (older, or up to 64
-// newer); 0 when there is none.
-int unsupported_schedule_version(const boost::dll::shared_library& lib) {
-  for (int v = 0; v <= kScheduleAbiVersion + 64; ++v) {
-    if (v >= kOldestScheduleAbiVersion && v <= kScheduleAbiVersion) continue;
-    if (lib.has(schedule_symbol(v))) return v;
-  }
-  return 0;
-}
 
 // Actions one rank may list: far above any real schedule, low enough to allocate.
 constexpr size_t kMaxActions = size_t{1} << 24;
@@ -84,48 +70,17 @@ Result<pipeline::Schedule> SchedulePlugin::build(int pp, int m, int v) const {
 
 Result<std::unique_ptr<SchedulePlugin>> open_schedule_plugin(const std::string& path,
                                                              bool* exports_schedule) {
-  if (exports_schedule != nullptr) *exports_schedule = false;
-  const fs::path parent = fs::path(path).parent_path();
-  PARTRAIN_RETURN_IF_ERROR(check_owner_and_mode(parent.empty() ? "." : parent.string(), true));
-  PARTRAIN_RETURN_IF_ERROR(check_owner_and_mode(path, false));
+  const FamilyAbi abi{"schedule", "partrain_schedule_v", kOldestScheduleAbiVersion,
+                      kScheduleAbiVersion,
+                      "PARTRAIN_SCHEDULE_PLUGIN from <partrain/schedule_sdk.h>"};
   auto lib = std::make_unique<SchedulePlugin::Lib>();
-  std::error_code ec;
-  lib->lib.load(fs::path(path),
-                boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local, ec);
-  if (ec) {
-    return Status::invalid(fmt::format("{}: refused: cannot load it as a shared library ({}); "
-                                       "rebuild it as a MODULE library", path, ec.message()));
-  }
-  const partrain_schedule_v1_t* api = nullptr;
-  int found = 0;
-  for (int v = kScheduleAbiVersion; v >= kOldestScheduleAbiVersion && api == nullptr; --v) {
-    if (!lib->lib.has(schedule_symbol(v))) continue;
-    api = &lib->lib.get<const partrain_schedule_v1_t>(schedule_symbol(v));
-    found = v;
-  }
-  const int other = api == nullptr ? unsupported_schedule_version(lib->lib) : 0;
-  if (exports_schedule != nullptr) *exports_schedule = api != nullptr || other != 0;
-  if (api == nullptr && other != 0) {
-    return Status::invalid(fmt::format(
-        "{}: refused: unsupported schedule ABI version {} (exports {}); this partrain loads "
-        "versions {} to {}; rebuild the plugin against this partrain's SDK headers",
-        path, other, schedule_symbol(other), kOldestScheduleAbiVersion, kScheduleAbiVersion));
-  }
-  if (api == nullptr) {
-    return Status::invalid(fmt::format(
-        "{}: refused: missing symbol {}; export it with PARTRAIN_SCHEDULE_PLUGIN from "
-        "<partrain/schedule_sdk.h>", path, schedule_symbol(kScheduleAbiVersion)));
-  }
-  if (api->abi_version != static_cast<uint32_t>(found)) {
-    return Status::invalid(fmt::format(
-        "{}: refused: unsupported schedule ABI version {} (the {} struct says so); this "
-        "partrain loads versions {} to {}; rebuild the plugin against this partrain's SDK "
-        "headers", path, api->abi_version, schedule_symbol(found), kOldestScheduleAbiVersion,
-        kScheduleAbiVersion));
-  }
+  Result<VersionedTable> t = open_versioned(path, abi, &lib->lib, exports_schedule);
+  if (!t) return t.status();
+  const int found = t->version;
+  const auto* api = static_cast<const partrain_schedule_v1_t*>(t->table);
   if (api->name == nullptr || api->version == nullptr || api->build == nullptr) {
     return Status::invalid(
-        fmt::format("{}: refused: {} lacks a name, version or build", path, schedule_symbol(found)));
+        fmt::format("{}: refused: partrain_schedule_v{} lacks a name, version or build", path, found));
   }
   std::unique_ptr<SchedulePlugin> p(new SchedulePlugin());
   p->lib_ = std::move(lib);
@@ -141,20 +96,11 @@ Result<std::unique_ptr<SchedulePlugin>> load_schedule_plugin(const std::string& 
 
 Result<std::unique_ptr<SchedulePlugin>> find_schedule_plugin(const std::string& dir,
                                                              const std::string& name) {
-  const std::string path = (fs::path(dir) / (name + ".so")).string();
-  std::error_code ec;
-  if (!fs::exists(path, ec)) {
-    return Status::not_found(fmt::format(
-        "schedule '{}' is not installed: no {} (the site config's [paths] plugin_dir is {}; "
-        "`partrain plugins` lists what is there)", name, path, dir));
-  }
-  Result<std::unique_ptr<SchedulePlugin>> p = load_schedule_plugin(path);
+  Result<std::string> path = plugin_file(dir, name, "schedule");
+  if (!path) return path.status();
+  Result<std::unique_ptr<SchedulePlugin>> p = load_schedule_plugin(*path);
   if (!p) return p.status();
-  if ((*p)->info().name != name) {
-    return Status::invalid(fmt::format("{}: refused: the schedule calls itself '{}', not '{}'; "
-                                       "rename the file to {}.so", path, (*p)->info().name, name,
-                                       (*p)->info().name));
-  }
+  PARTRAIN_RETURN_IF_ERROR(check_plugin_name(*path, "schedule", (*p)->info().name, name));
   return p;
 }
 
@@ -165,13 +111,15 @@ Result<std::vector<ListEntry>> list_all_plugins(const std::string& dir) {
     if (e.status) continue;
     bool exports = false;
     Result<std::unique_ptr<SchedulePlugin>> p = open_schedule_plugin(e.path, &exports);
-    if (!exports) continue;  // not a schedule either: keep the data family's refusal
-    if (p) {
-      e.status = Status::ok();
-      e.info = (*p)->info();
-    } else {
-      e.status = p.status();
+    if (exports) {
+      e.status = p ? Status::ok() : p.status();
+      if (p) e.info = (*p)->info();
+      continue;
     }
+    Result<std::unique_ptr<TensorPlugin>> t = open_tensor_plugin(e.path, &exports);
+    if (!exports) continue;  // no other family either: keep the data family's refusal
+    e.status = t ? Status::ok() : t.status();
+    if (t) e.info = (*t)->info();
   }
   return list;
 }

@@ -100,6 +100,36 @@ std::vector<PieceView> ZeroStateLayout::restore_views(train::Trainer& trainer) {
   return out;
 }
 
+namespace {
+
+// Views of the logical pieces the flat range [lo, hi) of the rank's buffers holds, for every
+// role; tensors held whole on every tp rank are left out unless `replicated`.
+std::vector<PieceView> table_views(train::Trainer& t, int64_t lo, int64_t hi, bool replicated) {
+  const engine::model::ParamTable& table = t.model().table();
+  std::vector<PieceView> out;
+  for (Role role : kAllRoles) {
+    const engine::Tensor flat = flat_of(t, role);
+    for (const engine::model::ShardPiece& p : engine::model::shard_pieces(table, lo, hi)) {
+      if (!replicated && !table.specs()[static_cast<size_t>(table.find(p.name))].split()) continue;
+      PieceSpec spec{p.name, std::vector<int64_t>(p.shape.dims.begin(), p.shape.dims.begin() + p.shape.ndim),
+                     role, p.begin, p.end};
+      out.push_back({spec, flat.slice(p.flat_offset, engine::Shape{p.end - p.begin})});
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<PieceView> TensorParallelLayout::save_views(train::Trainer& trainer) {
+  const int64_t n = trainer.model().num_params();
+  return table_views(trainer, n * dp_rank_ / dp_, n * (dp_rank_ + 1) / dp_, tp_rank_ == 0);
+}
+
+std::vector<PieceView> TensorParallelLayout::restore_views(train::Trainer& trainer) {
+  return table_views(trainer, 0, trainer.model().num_params(), true);
+}
+
 Status restore_views(engine::Backend& backend, const std::string& root, const Checkpoint& c,
                      const std::vector<PieceView>& views) {
   std::vector<float> host;

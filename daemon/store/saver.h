@@ -20,6 +20,7 @@
 
 #include "common/status.h"
 #include "engine/model/params.h"
+#include "engine/model/sharding.h"
 #include "engine/train/trainer.h"
 #include "store/manifest.h"
 #include "store/shard_file.h"
@@ -70,6 +71,21 @@ class ZeroStateLayout final : public StateLayout {
 
  private:
   int stage_;
+};
+
+// A tensor-parallel rank (tp > 1, no ZeRO): its tensors are pieces of the logical tensors
+// (engine/model/params.h ParamSpec::pieces). dp rank d of each tp coordinate writes the
+// d-th 1/dp slice of the rank's flat buffer, as logical ranges; tensors every tp rank holds
+// whole (norms, row-parallel biases, positions) only tp rank 0 writes. A restore reads every
+// local piece back, from pieces of any layout.
+class TensorParallelLayout final : public StateLayout {
+ public:
+  TensorParallelLayout(int tp_rank, int dp, int dp_rank) : tp_rank_(tp_rank), dp_(dp), dp_rank_(dp_rank) {}
+  std::vector<PieceView> save_views(engine::train::Trainer& trainer) override;
+  std::vector<PieceView> restore_views(engine::train::Trainer& trainer) override;
+
+ private:
+  int tp_rank_, dp_, dp_rank_;
 };
 
 // Fills every view from the checkpoint's pieces (of any layout: each range is read from

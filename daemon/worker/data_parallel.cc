@@ -19,6 +19,7 @@
 #include "store/shard_file.h"
 #include "worker/comm_adapter.h"
 #include "worker/data_plugin.h"
+#include "worker/tensor_plugin.h"
 
 namespace partrain::worker {
 namespace {
@@ -68,8 +69,9 @@ class ZeroComm final : public engine::model::ShardComm {
 // stop flag through one small all-reduce on the dp group.
 class DataParallelHooks final : public engine::train::StepHooks {
  public:
-  DataParallelHooks(const DataParallelRun& run, DataPlugin* plugin, ZeroComm* zero)
-      : run_(run), plugin_(plugin), zero_(zero) {}
+  DataParallelHooks(const DataParallelRun& run, DataPlugin* plugin, ZeroComm* zero,
+                    TensorPluginComm* tensor)
+      : run_(run), plugin_(plugin), zero_(zero), tensor_(tensor) {}
 
   Status begin_step(int64_t step) override {
     if (plugin_ == nullptr) return Status::ok();
@@ -95,6 +97,7 @@ class DataParallelHooks final : public engine::train::StepHooks {
   // Backward is done: hand over what no block did (embeddings, final norm, head), back to
   // front, then wait for every bucket.
   Status sync_grads(engine::model::Model& m, engine::train::StepMetrics* /*sm*/) override {
+    if (tensor_ != nullptr) PARTRAIN_RETURN_IF_ERROR(tensor_->status());
     if (plugin_ == nullptr) return Status::ok();
     if (stage() < 2) {
       if (handed_.empty()) handed_.assign(m.table().specs().size(), false);
@@ -109,6 +112,13 @@ class DataParallelHooks final : public engine::train::StepHooks {
 
   // ZeRO-1/2: every rank stepped its shard; gather them into the full parameters.
   Status after_step(engine::model::Model& m, engine::train::StepMetrics* sm) override {
+    if (tensor_ != nullptr) {  // the regions' collectives: all exposed (each is waited for)
+      partrain_tensor_stats_v1_t ts{};
+      PARTRAIN_RETURN_IF_ERROR(tensor_->step_end(&ts));
+      sm->comm_ms += ts.comm_ms;
+      sm->exposed_ms += ts.comm_ms;
+      sm->collectives += static_cast<int>(ts.collectives);
+    }
     if (plugin_ == nullptr) return Status::ok();
     if (zero_ != nullptr) PARTRAIN_RETURN_IF_ERROR(zero_->status());
     if (stage() == 1 || stage() == 2) {
@@ -119,16 +129,21 @@ class DataParallelHooks final : public engine::train::StepHooks {
     }
     partrain_sync_stats_v2_t stats{};
     PARTRAIN_RETURN_IF_ERROR(plugin_->step_end(&stats));
-    sm->comm_ms = stats.comm_ms;
-    sm->exposed_ms = stats.exposed_ms;
-    sm->collectives = static_cast<int>(stats.collectives);
+    sm->comm_ms += stats.comm_ms;
+    sm->exposed_ms += stats.exposed_ms;
+    sm->collectives += static_cast<int>(stats.collectives);
     return Status::ok();
   }
 
   // One 2-float all-reduce: the batch's mean loss and whether any rank was asked to stop.
+  // The ranks of a tp group have the same loss; they agree on the stop flag first.
   Status reduce_loss(double* loss) override {
     float shared[2] = {static_cast<float>(*loss), run_.stop->load() ? 1.0f : 0.0f};
-    if (run_.dp_comm == nullptr) return Status::ok();  // one rank: its loss, exactly
+    if (tensor_ != nullptr) {
+      PARTRAIN_RETURN_IF_ERROR(run_.tp_comm->all_reduce(shared + 1, 1, comm::ReduceOp::kMax)->wait());
+      stop_ = shared[1] > 0;
+    }
+    if (run_.dp_comm == nullptr) return Status::ok();  // one dp rank: its loss, exactly
     PARTRAIN_RETURN_IF_ERROR(run_.dp_comm->all_reduce(shared, 2, comm::ReduceOp::kSum)->wait());
     *loss = static_cast<double>(shared[0]) / run_.dp;
     stop_ = shared[1] > 0;
@@ -152,6 +167,7 @@ class DataParallelHooks final : public engine::train::StepHooks {
   const DataParallelRun& run_;
   DataPlugin* plugin_;  // null on one rank
   ZeroComm* zero_;      // null unless ZeRO
+  TensorPluginComm* tensor_;  // null unless tp > 1
   bool stop_ = false;
 };
 
@@ -190,6 +206,7 @@ Status train_data_parallel(const DataParallelRun& run) {
   o.quiet = run.rank != 0;                       // and the step lines
   o.dp = run.dp;
   o.dp_rank = run.dp_rank;
+  o.tp = engine::model::TensorOptions{run.tp_rank, run.tp, run.tp > 1 && run.sp};
   // MFU against the hardware profile the user named (PARTRAIN_HARDWARE), else `cpu`.
   const char* hardware = std::getenv("PARTRAIN_HARDWARE");
   Result<planner::RunAccounting> acct = planner::run_accounting(job.model, "cpu", hardware ? hardware : "");
@@ -203,7 +220,8 @@ Status train_data_parallel(const DataParallelRun& run) {
   std::unique_ptr<DataPlugin> plugin;
   if (run.plugin_v1 != nullptr || run.plugin_v2 != nullptr) {
     plugin = std::make_unique<DataPlugin>(run.plugin_v1, run.plugin_v2);
-    const size_t num_params = static_cast<size_t>(engine::model::build_param_table(job.model).total());
+    // This rank's flat buffer: its tensor-parallel pieces under tp.
+    const size_t num_params = static_cast<size_t>(engine::model::build_param_table(job.model, o.tp).total());
     constexpr uint64_t kFeatures = PARTRAIN_HOST_SHARD_OPTIMIZER | PARTRAIN_HOST_SHARD_GRADS |
                                    PARTRAIN_HOST_SHARD_PARAMS;
     PARTRAIN_RETURN_IF_ERROR(plugin->init(run.plugin_config, run.dp_comm, run.rank, num_params, kFeatures));
@@ -220,13 +238,28 @@ Status train_data_parallel(const DataParallelRun& run) {
     zero = std::make_unique<ZeroComm>(plugin.get(), run.dp_comm);
     (*trainer)->model().set_shard_comm(zero.get());
   }
-  DataParallelHooks hooks(run, plugin.get(), zero.get());
+  std::unique_ptr<TensorPluginComm> tensor;
+  if (run.tp > 1) {
+    tensor = std::make_unique<TensorPluginComm>(run.tensor_plugin, run.tp_comm);
+    PARTRAIN_RETURN_IF_ERROR(tensor->init(run.tensor_config, o.tp.sp, run.rank, run.world));
+    (*trainer)->model().set_tensor_comm(tensor.get());
+  }
+  DataParallelHooks hooks(run, plugin.get(), zero.get(), tensor.get());
   (*trainer)->set_hooks(&hooks);
   // What this rank writes and reads back: plain dp holds everything (and writes its 1/dp
-  // slice of it); a ZeRO rank its shard of the flat buffer (store/saver.h).
+  // slice of it); a ZeRO rank its shard of the flat buffer; a tp rank its logical pieces
+  // (store/saver.h). ZeRO over tp pieces has no layout yet: no checkpoints there.
+  const bool tp_zero = run.tp > 1 && plugin && plugin->plan().stage > 0;
+  if (tp_zero && run.resume != nullptr) {
+    return Status::invalid(fmt::format("{}: a checkpoint of step {} exists, but tp x zero{} cannot resume "
+                                       "checkpoints yet; resume it with zero0 (or tp1), or remove it",
+                                       run.ckpt_root, run.resume->state.step, plugin->plan().stage));
+  }
   std::unique_ptr<store::StateLayout> layout;
   if (plugin && plugin->plan().stage > 0) {
     layout = std::make_unique<store::ZeroStateLayout>(plugin->plan().stage);
+  } else if (run.tp > 1) {
+    layout = std::make_unique<store::TensorParallelLayout>(run.tp_rank, run.dp, run.dp_rank);
   }
   // Resume: every rank reads what it holds back from the pieces (written on any dp size or
   // ZeRO stage); the step fixes the data, dropout and learning rate from there on.
@@ -243,7 +276,8 @@ Status train_data_parallel(const DataParallelRun& run) {
     }
   }
   std::unique_ptr<store::CheckpointSaver> saver;
-  if (run.committer != nullptr) {
+  if (tp_zero && run.rank == 0) log::warn("worker", "tp x zero: this run saves no checkpoint");
+  if (run.committer != nullptr && !tp_zero) {
     store::SaverOptions so;
     so.root = run.ckpt_root;
     so.every = job.checkpoint.every;
@@ -260,6 +294,7 @@ Status train_data_parallel(const DataParallelRun& run) {
   Status s = (*trainer)->run();
   if (saver && s.is_ok()) s = saver->wait();
   if (zero && s.is_ok()) s = zero->status();
+  if (tensor && s.is_ok()) s = tensor->status();
   if (s.is_ok() && !job.run_dir.empty()) {
     s = write_memory(job.run_dir, run.rank, (*trainer)->backend().memory());
   }
@@ -267,6 +302,7 @@ Status train_data_parallel(const DataParallelRun& run) {
   // (peers blocked on us fail too), and let the plugin wait for them before the model
   // frees its memory.
   if (!s.is_ok() && run.dp_comm != nullptr) run.dp_comm->abort(s.message());
+  if (!s.is_ok() && run.tp_comm != nullptr) run.tp_comm->abort(s.message());
   plugin.reset();
   return s;
 }

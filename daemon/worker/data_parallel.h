@@ -13,6 +13,11 @@
 // (final norm and head first, then blocks top down); its gradient ranges go to the plugin
 // at once, so a full bucket is all-reduced while the blocks below are still in backward.
 // The embeddings, finished last, go over when backward is done.
+//
+// Tensor parallel (tp > 1): every rank of a tp group reads the same batch slice (its dp
+// coordinate's), builds its pieces of the model (engine/model/tensor_parallel.h) and runs
+// the regions' collectives through the tensor plugin on the tp communicator; the dp groups
+// (one per tp coordinate) sync each rank's local gradients as above.
 #pragma once
 
 #include <atomic>
@@ -23,6 +28,7 @@
 #include "config/job_config.h"
 #include "layout/layout.h"
 #include "partrain/plugin.h"
+#include "partrain/tensor.h"
 #include "store/manifest.h"
 #include "store/saver.h"
 
@@ -31,6 +37,7 @@ namespace partrain::worker {
 struct DataParallelRun {
   const config::JobConfig* job = nullptr;
   int rank = 0;                  // global rank
+  int world = 1;                 // ranks in the job
   int dp = 1;                    // data-parallel degree
   int dp_rank = 0;               // coordinate on the dp axis
   comm::Communicator* dp_comm = nullptr;            // null when dp == 1
@@ -38,17 +45,25 @@ struct DataParallelRun {
   const partrain_strategy_v2_t* plugin_v2 = nullptr;
   const partrain_strategy_v1_t* plugin_v1 = nullptr;
   std::string plugin_config;     // its [plugins.NAME] table
+  // Tensor parallel: degree, coordinate, sequence parallel, the tp group and the tensor
+  // plugin's table (both set when tp > 1) and its [plugins.NAME] table.
+  int tp = 1;
+  int tp_rank = 0;
+  bool sp = false;
+  comm::Communicator* tp_comm = nullptr;
+  const partrain_tensor_v1_t* tensor_plugin = nullptr;
+  std::string tensor_config;
   std::atomic<bool>* stop = nullptr;  // set by SIGTERM: stop at the next step boundary
   // Checkpoints: where shards go, who commits them (null: no checkpoints), and the
   // checkpoint to resume from (null: a fresh start).
   std::string ckpt_root;
   store::Committer* committer = nullptr;
   const store::Checkpoint* resume = nullptr;
-  int world = 1;
 };
 
 // Trains job->training.steps steps (from the resume checkpoint's step on, when given),
-// saving as [checkpoint] says: dp rank r writes the r-th 1/dp slice of every tensor. Rank 0 prints step lines and writes metrics.jsonl
+// saving as [checkpoint] says: dp rank r writes the r-th 1/dp slice of every tensor (a ZeRO
+// rank its shard). Rank 0 prints step lines and writes metrics.jsonl
 // (the trainer's fields plus comm_ms: first gradient collective started to last finished;
 // exposed_ms: of that, the time the rank waited; exposed_share = exposed_ms / step_ms;
 // collectives: gradient buckets all-reduced). unavailable when a peer

@@ -2,7 +2,8 @@
 // rank and the rendezvous address from the environment the agent sets (PARTRAIN_RANK,
 // PARTRAIN_WORLD, PARTRAIN_COORDINATOR, PARTRAIN_JOB_SECRET, PARTRAIN_SPEC), resolves the
 // same job the agent resolved, builds a communicator per layout group it needs through the
-// store, loads the data plugin from the site's plugin directory, and trains.
+// store (dp; tp when tp > 1), loads the data plugin (and the tensor plugin "tp") from the
+// site's plugin directory, and trains.
 //
 //   partrain-worker JOB.toml
 //
@@ -29,6 +30,7 @@
 #include "config/site_config.h"
 #include "layout/layout.h"
 #include "plugin/loader.h"
+#include "plugin/tensor_loader.h"
 #include "store/shard_file.h"
 #include "worker/checkpoint_commit.h"
 #include "worker/data_parallel.h"
@@ -72,15 +74,24 @@ Status run(const std::string& job_path) {
       job->run_dir, *rank, fmt::format("rank {} {}", *rank, env("PARTRAIN_NODE_NAME"))));
   Result<Layout> layout = Layout::create(*world, job->parallelism);
   if (!layout) return layout.status();
-  if (layout->tp() != 1 || layout->pp() != 1 || layout->ep() != 1 || layout->cp() != 1) {
+  PARTRAIN_RETURN_IF_ERROR(config::validate_layout(*job, *world));
+  if (layout->pp() != 1 || layout->ep() != 1 || layout->cp() != 1) {
     return Status::invalid(fmt::format(
-        "--partrain={}: this partrain runs data-parallel layouts only (tp, pp, ep and cp 1); "
-        "the tensor, pipeline and expert plugins are not installed yet", job->parallelism.to_string()));
+        "--partrain={}: this partrain runs tensor- and data-parallel layouts only (pp, ep and "
+        "cp 1); the pipeline and expert runtimes are not installed yet", job->parallelism.to_string()));
+  }
+  if (layout->tp() > 1 && job->parallelism.zero > 0 && job->checkpoint.every > 0) {
+    return Status::invalid(fmt::format(
+        "--partrain={}: [checkpoint] every = {} with tp {} and zero{}: checkpoints of ZeRO shards "
+        "of tensor-parallel pieces are not written yet; set every = 0, or use tp with zero0, or "
+        "zeroN with tp1", job->parallelism.to_string(), job->checkpoint.every, layout->tp(),
+        job->parallelism.zero));
   }
   const RankCoord coord = layout->coord(*rank);
 
-  // Rendezvous (the coordinator's store), then the dp communicator (Gloo over TCP). Keys of
-  // this attempt of the worker group carry its prefix, so a restarted group starts clean.
+  // Rendezvous (the coordinator's store), then the tp and dp communicators (Gloo over TCP).
+  // Keys of this attempt of the worker group carry its prefix, so a restarted group starts
+  // clean.
   const std::string prefix = env("PARTRAIN_ATTEMPT").empty() ? "" : env("PARTRAIN_ATTEMPT") + "/";
   const std::string coordinator = env("PARTRAIN_COORDINATOR");
   const size_t colon = coordinator.rfind(':');
@@ -107,17 +118,34 @@ Status run(const std::string& job_path) {
   Result<std::unique_ptr<comm::StoreClient>> commit_client = store->clone();
   if (!commit_client) return commit_client.status();
   StoreCommitter committer(std::move(commit_client).value(), prefix);
-  std::unique_ptr<comm::Communicator> dp_comm;
+  std::unique_ptr<comm::Communicator> dp_comm, tp_comm;
   std::unique_ptr<plugin::Plugin> data_plugin;
+  std::unique_ptr<plugin::TensorPlugin> tensor_plugin;
+  // A loopback coordinator means every rank is on this machine: loopback. Else the agent's
+  // address for this node (Slurm's NodeAddr), else the node name.
+  comm::GlooOptions go;
+  go.host = host == "127.0.0.1" || host == "localhost" ? "127.0.0.1"
+            : !env("PARTRAIN_NODE_ADDR").empty()     ? env("PARTRAIN_NODE_ADDR")
+                                                     : env("PARTRAIN_NODE_NAME");
+  if (layout->tp() > 1) {
+    // The tp group (consecutive ranks) and the tensor plugin on it.
+    const std::vector<int> members = layout->group(Axis::kTp, *rank);
+    comm::GroupSpec spec{fmt::format("{}tp{}", prefix, members.front()), members, *rank};
+    Result<std::unique_ptr<comm::Communicator>> c = comm::create_gloo_communicator(spec, *store, go);
+    if (!c) return c.status();
+    tp_comm = std::move(c).value();
+    Result<std::unique_ptr<plugin::TensorPlugin>> p = plugin::find_tensor_plugin(site->plugin_dir, "tp");
+    if (!p) return Status::invalid(p.status().message());
+    tensor_plugin = std::move(p).value();
+    if (*rank == 0) {
+      log::info("worker", "tensor plugin {} {} from {} ({})", tensor_plugin->info().name,
+                tensor_plugin->info().version, tensor_plugin->info().path,
+                job->parallelism.sequence_parallel() ? "sp" : "nosp");
+    }
+  }
   if (layout->dp() > 1) {
     const std::vector<int> members = layout->group(Axis::kDp, *rank);
     comm::GroupSpec spec{fmt::format("{}dp{}", prefix, members.front()), members, *rank};
-    comm::GlooOptions go;
-    // A loopback coordinator means every rank is on this machine: loopback. Else the
-    // agent's address for this node (Slurm's NodeAddr), else the node name.
-    go.host = host == "127.0.0.1" || host == "localhost" ? "127.0.0.1"
-              : !env("PARTRAIN_NODE_ADDR").empty()     ? env("PARTRAIN_NODE_ADDR")
-                                                       : env("PARTRAIN_NODE_NAME");
     Result<std::unique_ptr<comm::Communicator>> c = comm::create_gloo_communicator(spec, *store, go);
     if (!c) return c.status();
     dp_comm = std::move(c).value();
@@ -139,6 +167,7 @@ Status run(const std::string& job_path) {
   DataParallelRun r;
   r.job = &*job;
   r.rank = *rank;
+  r.world = *world;
   r.dp = layout->dp();
   r.dp_rank = coord.dp;
   r.dp_comm = dp_comm.get();
@@ -148,13 +177,22 @@ Status run(const std::string& job_path) {
     auto it = job->plugin_tables.find(data_plugin->info().name);
     if (it != job->plugin_tables.end()) r.plugin_config = it->second;
   }
+  r.tp = layout->tp();
+  r.tp_rank = coord.tp;
+  r.sp = job->parallelism.sequence_parallel();
+  r.tp_comm = tp_comm.get();
+  r.tensor_plugin = tensor_plugin ? tensor_plugin->api() : nullptr;
+  if (tensor_plugin) {
+    auto it = job->plugin_tables.find(tensor_plugin->info().name);
+    if (it != job->plugin_tables.end()) r.tensor_config = it->second;
+  }
   r.stop = &g_stop;
   r.ckpt_root = store::checkpoint_root(job->checkpoint.dir, job->run_dir);
   r.committer = &committer;
   r.resume = resume ? &*resume : nullptr;
-  r.world = *world;
   Status s = train_data_parallel(r);
   if (!s && dp_comm) dp_comm->abort(s.message());  // peers blocked on us fail at once
+  if (!s && tp_comm) tp_comm->abort(s.message());
   return s;
 }
 

@@ -127,6 +127,10 @@ inline std::map<std::string, double> config_numbers(const char* toml, const std:
     bool known = false;
     for (const std::string& k : keys) known = known || k == key;
     if (!known) {
+      if (keys.empty()) {
+        throw Error(PARTRAIN_EINVAL, "[plugins." + plugin + "]: unknown key '" + key +
+                                         "'; this plugin takes no keys: remove it");
+      }
       std::string list;
       for (const std::string& k : keys) list += (list.empty() ? "" : ", ") + k;
       throw Error(PARTRAIN_EINVAL, "[plugins." + plugin + "]: unknown key '" + key + "'; " +

@@ -7,8 +7,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -74,6 +76,48 @@ class Runtime : public ::testing::Test {
   std::string dir_;
 };
 
+
+// Two runs' loss trajectories (metrics.jsonl) agree within 1e-5 relative at every one of
+// `steps` steps, and the reference really trains; prints the largest relative difference
+// under `label`.
+inline void expect_same_losses(const std::string& ref_metrics, const std::string& got_metrics,
+                               int steps, const std::string& label) {
+  const std::vector<double> ref = losses(ref_metrics);
+  const std::vector<double> got = losses(got_metrics);
+  ASSERT_EQ(ref.size(), static_cast<size_t>(steps));
+  ASSERT_EQ(got.size(), ref.size());
+  double worst = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    EXPECT_LE(std::fabs(got[i] - ref[i]), 1e-5 * std::fabs(ref[i]))
+        << label << " step " << i + 1 << ": " << got[i] << " vs one rank " << ref[i];
+    worst = std::max(worst, std::fabs(got[i] - ref[i]) / std::fabs(ref[i]));
+  }
+  std::printf("%s: largest relative loss difference %.2e over %d steps\n", label.c_str(), worst, steps);
+  EXPECT_LT(ref.back(), ref.front() - 0.5);  // a real trajectory
+}
+
+// The "collectives" count of the first step of a metrics.jsonl.
+inline int first_collectives(const std::string& metrics_path) {
+  static const std::regex kCollectives("\"collectives\":([0-9]+)");
+  std::smatch m;
+  const std::string metrics = slurp(metrics_path);
+  if (!std::regex_search(metrics, m, kCollectives)) {
+    ADD_FAILURE() << "no collectives in " << metrics;
+    return 0;
+  }
+  return std::stoi(m[1].str());
+}
+
+// A whole number from a flat JSON object (e.g. memory.rank<R>.json).
+inline double field(const std::string& json, const std::string& key) {
+  const std::regex re("\"" + key + "\":([0-9]+)");
+  std::smatch m;
+  if (!std::regex_search(json, m, re)) {
+    ADD_FAILURE() << key << " missing in " << json;
+    return 0;
+  }
+  return std::stod(m[1].str());
+}
 
 // A copy of example job `job` in `dir` with its data path made absolute and `extra` (TOML)
 // appended; returns the copy's path.

@@ -52,25 +52,10 @@ TEST_P(ZeroMatchesOneRank, OverTwentySteps) {
                   std::to_string(kSteps)}, env("zero"), dir_, "zero");
   ASSERT_EQ(wait_exit(z.pid), 0) << slurp(z.err);
   EXPECT_NE(slurp(z.err).find("data plugin " + plugin + " "), std::string::npos) << slurp(z.err);
-  const std::vector<double> ref = losses(dir_ + "/one/metrics.jsonl");
-  const std::vector<double> got = losses(dir_ + "/zero/metrics.jsonl");
-  ASSERT_EQ(ref.size(), static_cast<size_t>(kSteps));
-  ASSERT_EQ(got.size(), ref.size());
-  double worst = 0;
-  for (size_t i = 0; i < ref.size(); ++i) {
-    EXPECT_LE(std::fabs(got[i] - ref[i]), 1e-5 * std::fabs(ref[i]))
-        << spec << " step " << i + 1 << ": " << got[i] << " vs one rank " << ref[i];
-    worst = std::max(worst, std::fabs(got[i] - ref[i]) / std::fabs(ref[i]));
-  }
-  std::printf("%s %s: largest relative loss difference %.2e over %d steps\n", c.job, spec.c_str(),
-              worst, kSteps);
-  EXPECT_LT(ref.back(), ref.front() - 0.5);  // a real trajectory
+  expect_same_losses(dir_ + "/one/metrics.jsonl", dir_ + "/zero/metrics.jsonl", kSteps,
+                     std::string(c.job) + " " + spec);
   // The step's collectives are counted: reduce-scatters (and gathers) happened.
-  static const std::regex kCollectives("\"collectives\":([0-9]+)");
-  std::smatch m;
-  const std::string metrics = slurp(dir_ + "/zero/metrics.jsonl");
-  ASSERT_TRUE(std::regex_search(metrics, m, kCollectives)) << metrics;
-  EXPECT_GE(std::stoi(m[1].str()), 2) << metrics;
+  EXPECT_GE(first_collectives(dir_ + "/zero/metrics.jsonl"), 2);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -82,17 +67,6 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"llama_zero2_dp2", "llama", 2, 2}, Case{"llama_zero2_dp4", "llama", 4, 2},
                       Case{"llama_zero3_dp2", "llama", 2, 3}, Case{"llama_zero3_dp4", "llama", 4, 3}),
     [](const ::testing::TestParamInfo<Case>& i) { return std::string(i.param.name); });
-
-// A number from a flat JSON object.
-double field(const std::string& json, const std::string& key) {
-  const std::regex re("\"" + key + "\":([0-9]+)");
-  std::smatch m;
-  if (!std::regex_search(json, m, re)) {
-    ADD_FAILURE() << key << " missing in " << json;
-    return 0;
-  }
-  return std::stod(m[1].str());
-}
 
 // Per-rank peak bytes per category, dp4 against zero1/2/3 on dp4, on a 16-block GPT-2
 // (width 64) where the blocks dominate. Expected, by hand, with n parameters, blocks of

@@ -303,6 +303,16 @@ TEST_F(FaultMatrix, ZeroTwoResumesOnAnotherDataParallelSize) {
   elastic("zero2", {"dp4,zero2,mb=1", 4}, {"dp2,zero2,mb=1", 2});
 }
 
+// Tensor parallel: the pieces of a tp2 checkpoint (logical ranges: a row-parallel weight is
+// one range per row) resume on dp2 as whole tensors, and a dp2 checkpoint back on tp2.
+TEST_F(FaultMatrix, TensorParallelResumesOnDataParallelAndBack) {
+  elastic("tp2", {"tp2", 2}, {"dp2", 2});
+}
+
+TEST_F(FaultMatrix, TensorParallelKilledAtAStepResumesBitIdentical) {
+  crash_and_resume("after_step:7:1", 4, "tp2", 2);
+}
+
 // ZeRO-3 (parameters sharded too): a killed run resumes bit-identical on the same layout.
 TEST_F(FaultMatrix, ZeroThreeKilledAtAStepResumesBitIdentical) {
   crash_and_resume("after_step:7:1", 4, "dp2,zero3", 2);

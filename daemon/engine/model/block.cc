@@ -2,74 +2,87 @@
 //   res2 = in + dropout(o_proj(attention(rope(qkv(norm1(in))))))
 //   out  = res2 + dropout(mlp(norm2(res2)))
 // mlp is GELU (gpt2), SwiGLU (llama) or a mixture of experts of either (moe.cc).
+//
+// Tensor parallel (tensor_parallel.h): qkv and the MLP's first GEMM are column-parallel
+// (this rank's heads and ffn columns), o_proj and the MLP's last GEMM row-parallel; each
+// branch enters its region after the norm and leaves it before dropout, so the column
+// output feeds the row layer with no communication between them. A row-parallel bias is
+// added once, after the reduction, to the rows each rank holds (Megatron's order); its
+// gradient (from the full dout) is the same on every rank.
 #include "engine/model/model.h"
 #include "engine/model/model_internal.h"
 
 namespace partrain::engine::model {
 
 void Model::attention_core_forward(BlockActs& a) {
-  const int C = o_.hidden, hd = C / o_.heads, KV = o_.kv_heads;
-  const int QKV = (o_.heads + 2 * KV) * hd;
+  const int hd = o_.hidden / o_.heads;
   const Tensor qkv = act(a.qkv);
-  const AttentionDims d{B_, o_.seq_len, o_.heads, KV, hd, QKV, QKV};
-  be_->attention_forward(act(a.att), act(a.lse), qkv, qkv.slice(static_cast<int64_t>(o_.heads) * hd, qkv.shape),
-                         qkv.slice(static_cast<int64_t>(o_.heads + KV) * hd, qkv.shape), d);
+  const AttentionDims d{B_, o_.seq_len, lh_, lkv_, hd, lqkv_, lqkv_};
+  be_->attention_forward(act(a.att), act(a.lse), qkv, qkv.slice(static_cast<int64_t>(lh_) * hd, qkv.shape),
+                         qkv.slice(static_cast<int64_t>(lh_ + lkv_) * hd, qkv.shape), d);
 }
 
 void Model::block_forward(int l, const Tensor& in, const Tensor& out, BlockActs& a) {
   const BlockParams& p = bp_[static_cast<size_t>(l)];
-  const int T = o_.seq_len, C = o_.hidden, H = o_.heads, KV = o_.kv_heads, hd = C / H;
-  const int QKV = (H + 2 * KV) * hd;
+  const int T = o_.seq_len, C = o_.hidden, hd = C / o_.heads, QKV = lqkv_, Q = lq_;
   // Attention: norm, fused q/k/v projection, RoPE on q and k (llama), causal attention.
-  const Tensor ln1 = act(a.ln1), qkv = act(a.qkv), att = act(a.att), branch = act(a.branch);
+  const Tensor ln1 = ract(a.ln1), qkv = act(a.qkv), att = act(a.att);
   norm_forward(ln1, a.ln1_mean, a.ln1_rstd, in, p.ln1_w, p.ln1_b);
-  be_->matmul_forward(qkv, ln1, pspan(p.qkv_w, {QKV, C}), pspan(p.qkv_b, {QKV}), N_, C, QKV);
+  const Tensor x = regions_.enter_forward(ln1, act(gathered_));
+  be_->matmul_forward(qkv, x, pspan(p.qkv_w, {QKV, C}), pspan(p.qkv_b, {QKV}), N_, C, QKV);
   if (o_.arch == Arch::kLlama) {
-    const Tensor q = qkv.slice(0, qkv.shape), k = qkv.slice(static_cast<int64_t>(H) * hd, qkv.shape);
-    be_->rope_forward(q, q, B_, T, H, hd, QKV, o_.rope_theta);
-    be_->rope_forward(k, k, B_, T, KV, hd, QKV, o_.rope_theta);
+    const Tensor q = qkv.slice(0, qkv.shape), k = qkv.slice(static_cast<int64_t>(lh_) * hd, qkv.shape);
+    be_->rope_forward(q, q, B_, T, lh_, hd, QKV, o_.rope_theta);
+    be_->rope_forward(k, k, B_, T, lkv_, hd, QKV, o_.rope_theta);
   }
   attention_core_forward(a);
-  // Output projection, dropout, residual.
-  be_->matmul_forward(branch, att, pspan(p.o_w, {C, C}), pspan(p.o_b, {C}), N_, C, C);
+  // Output projection (a partial sum under tp), leaving the region, dropout, residual.
+  const Tensor partial = regions_.active() && tp_.sp ? act(partial_) : act(a.branch);
+  const bool tp = regions_.active();  // the bias after the reduction under tp
+  be_->matmul_forward(partial, att, pspan(p.o_w, {C, Q}), tp ? Tensor{} : pspan(p.o_b, {C}), N_, Q, C);
+  Tensor branch = regions_.leave_forward(partial, ract(a.branch));
+  if (tp) add_bias_rows(branch, p.o_b);
   dropout(branch, l, 1);
-  const Tensor res2 = act(a.res2);
+  const Tensor res2 = ract(a.res2);
   be_->residual_forward(res2, in, branch);
-  // Feed-forward: norm, MLP (or experts), dropout, residual.
-  const Tensor ln2 = act(a.ln2);
+  // Feed-forward: norm, MLP (or experts), leaving the region, dropout, residual.
+  const Tensor ln2 = ract(a.ln2);
   norm_forward(ln2, a.ln2_mean, a.ln2_rstd, res2, p.ln2_w, p.ln2_b);
-  mlp_forward(l, a, branch);
+  mlp_forward(l, a, regions_.enter_forward(ln2, act(gathered_)), partial);
+  branch = regions_.leave_forward(partial, ract(a.branch));
+  if (tp) add_bias_rows(branch, p.proj_b);
   dropout(branch, l, 2);
   be_->residual_forward(out, res2, branch);
 }
 
-void Model::mlp_forward(int l, BlockActs& a, const Tensor& out) {
+void Model::mlp_forward(int l, BlockActs& a, const Tensor& x, const Tensor& out) {
   const BlockParams& p = bp_[static_cast<size_t>(l)];
   if (moe_[static_cast<size_t>(l)]) {
-    moe_forward(l, *moe_[static_cast<size_t>(l)], act(a.ln2), out);
+    moe_forward(l, *moe_[static_cast<size_t>(l)], x, out);
     return;
   }
-  const int C = o_.hidden, F = o_.ffn_hidden;
+  const int C = o_.hidden, F = lf_;
   const Tensor fc = act(a.fc), h = act(a.act);
   if (o_.arch == Arch::kGpt2) {
-    be_->matmul_forward(fc, act(a.ln2), pspan(p.fc_w, {F, C}), pspan(p.fc_b, {F}), N_, C, F);
+    be_->matmul_forward(fc, x, pspan(p.fc_w, {F, C}), pspan(p.fc_b, {F}), N_, C, F);
     be_->gelu_forward(h, fc);
   } else {
-    be_->matmul_forward(fc, act(a.ln2), pspan(p.fc_w, {2 * F, C}), Tensor{}, N_, C, 2 * F);
+    // gate and up: this rank's columns of each, consecutive (one [2F, C] GEMM).
+    be_->matmul_forward(fc, x, pspan(p.fc_w, {2 * F, C}), Tensor{}, N_, C, 2 * F);
     be_->swiglu_forward(h, fc, N_, F);
   }
-  be_->matmul_forward(out, h, pspan(p.proj_w, {C, F}), pspan(p.proj_b, {C}), N_, F, C);
+  be_->matmul_forward(out, h, pspan(p.proj_w, {C, F}),
+                      regions_.active() ? Tensor{} : pspan(p.proj_b, {C}), N_, F, C);
 }
 
-void Model::mlp_backward(int l, BlockActs& a, const Tensor& dout, const Tensor& dln2) {
+void Model::mlp_backward(int l, BlockActs& a, const Tensor& x, const Tensor& dout, const Tensor& dx) {
   const BlockParams& p = bp_[static_cast<size_t>(l)];
   if (moe_[static_cast<size_t>(l)]) {
-    moe_backward(l, *moe_[static_cast<size_t>(l)], act(a.ln2), dout, dln2);
+    moe_backward(l, *moe_[static_cast<size_t>(l)], x, dout, dx);
     return;
   }
-  const int C = o_.hidden, F = o_.ffn_hidden;
+  const int C = o_.hidden, F = lf_, FC = lfc_;
   const bool gpt2 = o_.arch == Arch::kGpt2;
-  const int FC = gpt2 ? F : 2 * F;
   const Tensor dact = act(dact_), dfc = act(dfc_);
   be_->zero(dact);
   be_->matmul_backward(dact, gspan(p.proj_w, {C, F}), gspan(p.proj_b, {C}), dout, act(a.act),
@@ -80,28 +93,30 @@ void Model::mlp_backward(int l, BlockActs& a, const Tensor& dout, const Tensor& 
   } else {
     be_->swiglu_backward(dfc, act(a.fc), dact, N_, F);
   }
-  be_->matmul_backward(dln2, gspan(p.fc_w, {FC, C}), gspan(p.fc_b, {FC}), dfc, act(a.ln2),
+  be_->matmul_backward(dx, gspan(p.fc_w, {FC, C}), gspan(p.fc_b, {FC}), dfc, x,
                        pspan(p.fc_w, {FC, C}), N_, C, FC);
 }
 
 void Model::block_backward(int l, const Tensor& in, const Tensor& dres, BlockActs& a) {
   const BlockParams& p = bp_[static_cast<size_t>(l)];
-  const int T = o_.seq_len, C = o_.hidden, H = o_.heads, KV = o_.kv_heads, hd = C / H;
-  const int QKV = (H + 2 * KV) * hd;
-  const Tensor dln = act(dln_);
+  const int T = o_.seq_len, C = o_.hidden, H = lh_, KV = lkv_, hd = C / o_.heads;
+  const int QKV = lqkv_, Q = lq_;
+  const Tensor dx = act(dln_), drows = ract(drows_), dfull = act(dfull_);
   // Feed-forward branch: dres is d loss / d out; the residual passes it to res2 unchanged
-  // and the MLP branch adds its part through norm2.
-  Tensor dbranch = dropout_grad(dres, l, 2);
-  be_->zero(dln);
-  mlp_backward(l, a, dbranch, dln);
-  norm_backward(dres, p.ln2_w, p.ln2_b, dln, act(a.res2), a.ln2_mean, a.ln2_rstd);
+  // and the MLP branch adds its part through norm2. Under sp the norm's rows are gathered
+  // again (only they were kept) and the gradients move through the conjugate regions.
+  Tensor dbranch = regions_.leave_backward(dropout_grad(dres, l, 2), dfull);
+  be_->zero(dx);
+  mlp_backward(l, a, regions_.enter_forward(ract(a.ln2), act(gathered_)), dbranch, dx);
+  norm_backward(dres, p.ln2_w, p.ln2_b, regions_.enter_backward(dx, drows), ract(a.res2),
+                a.ln2_mean, a.ln2_rstd);
   // Attention branch. Selective recompute rebuilds the attention core here.
-  dbranch = dropout_grad(dres, l, 1);
+  dbranch = regions_.leave_backward(dropout_grad(dres, l, 1), dfull);
   if (o_.recompute == Recompute::kSelective) attention_core_forward(a);
   const Tensor datt = act(datt_), dqkv = act(dqkv_), qkv = act(a.qkv);
   be_->zero(datt);
-  be_->matmul_backward(datt, gspan(p.o_w, {C, C}), gspan(p.o_b, {C}), dbranch, act(a.att),
-                       pspan(p.o_w, {C, C}), N_, C, C);
+  be_->matmul_backward(datt, gspan(p.o_w, {C, Q}), gspan(p.o_b, {C}), dbranch, act(a.att),
+                       pspan(p.o_w, {C, Q}), N_, Q, C);
   be_->zero(dqkv);
   const int64_t koff = static_cast<int64_t>(H) * hd, voff = static_cast<int64_t>(H + KV) * hd;
   const AttentionDims d{B_, T, H, KV, hd, QKV, QKV};
@@ -113,10 +128,12 @@ void Model::block_backward(int l, const Tensor& in, const Tensor& dres, BlockAct
     be_->rope_backward(dqkv, dqkv, B_, T, H, hd, QKV, o_.rope_theta);
     be_->rope_backward(dk, dk, B_, T, KV, hd, QKV, o_.rope_theta);
   }
-  be_->zero(dln);
-  be_->matmul_backward(dln, gspan(p.qkv_w, {QKV, C}), gspan(p.qkv_b, {QKV}), dqkv, act(a.ln1),
-                       pspan(p.qkv_w, {QKV, C}), N_, C, QKV);
-  norm_backward(dres, p.ln1_w, p.ln1_b, dln, in, a.ln1_mean, a.ln1_rstd);
+  be_->zero(dx);
+  be_->matmul_backward(dx, gspan(p.qkv_w, {QKV, C}), gspan(p.qkv_b, {QKV}), dqkv,
+                       regions_.enter_forward(ract(a.ln1), act(gathered_)), pspan(p.qkv_w, {QKV, C}),
+                       N_, C, QKV);
+  norm_backward(dres, p.ln1_w, p.ln1_b, regions_.enter_backward(dx, drows), in, a.ln1_mean,
+                a.ln1_rstd);
 }
 
 }  // namespace partrain::engine::model

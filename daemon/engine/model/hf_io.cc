@@ -43,7 +43,17 @@ std::vector<io::SafeTensor> export_hf(Model& model) {
   return out;
 }
 
+// A tensor-parallel rank holds pieces only; gathering them into whole tensors is not done
+// yet, so export and --init refuse rather than write or read the wrong shapes.
+static Status refuse_tp(const Model& model, const std::string& path) {
+  if (model.tensor().size == 1) return Status::ok();
+  return Status::invalid(fmt::format("{}: Hugging Face export and --init need whole tensors; a "
+                                     "tp{} rank holds pieces; run with tp1 to export or load",
+                                     path, model.tensor().size));
+}
+
 Status save_hf(Model& model, const std::string& path) {
+  PARTRAIN_RETURN_IF_ERROR(refuse_tp(model, path));
   const ModelOptions& o = model.options();
   std::map<std::string, std::string> meta{
       {"format", "pt"},
@@ -54,6 +64,7 @@ Status save_hf(Model& model, const std::string& path) {
 }
 
 Status load_hf(Model& model, const io::SafetensorsFile& file, const std::string& path) {
+  PARTRAIN_RETURN_IF_ERROR(refuse_tp(model, path));
   std::vector<float> host(static_cast<size_t>(model.num_params()));
   for (const ParamSpec& p : model.table().specs()) {
     const io::SafeTensor* t = file.find(p.name);

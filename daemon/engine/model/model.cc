@@ -36,7 +36,7 @@ Tensor Model::gspan(int i, Shape shape) const {
   return gseg_[g].slice(table_.specs()[static_cast<size_t>(i)].offset - seg_lo_[g], shape);
 }
 
-static Status validate(const ModelOptions& o) {
+static Status validate(const ModelOptions& o, const TensorOptions& tp) {
   auto bad = [](const std::string& what) { return Status::invalid("[model] " + what); };
   if (o.vocab_size < 2) return bad("vocab_size must be at least 2");
   if (o.seq_len < 1 || o.layers < 1 || o.hidden < 1 || o.heads < 1)
@@ -54,27 +54,64 @@ static Status validate(const ModelOptions& o) {
                            o.moe_experts));
   if (o.moe_experts > 0 && o.moe_capacity_factor <= 0.0f)
     return bad("moe_capacity_factor must be positive");
+  // Tensor parallel: the layout core checked heads, kv_heads, hidden and seq_len against tp
+  // before anything ran; these are the engine's own preconditions.
+  if (tp.size < 1 || tp.rank < 0 || tp.rank >= tp.size)
+    return bad(fmt::format("tensor-parallel rank {} of {}", tp.rank, tp.size));
+  if (tp.size > 1) {
+    const int F = o.ffn_hidden;
+    if (o.heads % tp.size != 0 || o.kv_heads % tp.size != 0 || F % tp.size != 0)
+      return bad(fmt::format("heads {}, kv_heads {} and ffn_hidden {} must be multiples of tp {}; "
+                             "pick a tp dividing them", o.heads, o.kv_heads, F, tp.size));
+    if (vocab_rows(o.vocab_size, tp.size - 1, tp.size).second < 1)
+      return bad(fmt::format("vocab_size {} leaves tensor-parallel rank {} no vocabulary rows "
+                             "(ceil(V/tp) each); pick a smaller tp", o.vocab_size, tp.size - 1));
+    if (tp.sp && o.seq_len % tp.size != 0)
+      return bad(fmt::format("seq_len {} must be a multiple of tp {} under sequence parallelism; "
+                             "add nosp or pick another tp", o.seq_len, tp.size));
+    if (o.moe_experts > 0)
+      return bad("tensor parallelism of mixture-of-experts blocks is not supported; use tp1 "
+                 "(expert parallelism is the ep axis)");
+  }
   return Status::ok();
 }
 
 Result<std::unique_ptr<Model>> Model::create(const ModelOptions& options, Backend* backend,
                                              int max_batch, uint64_t seed,
-                                             const ShardOptions& shard) {
+                                             const ShardOptions& shard,
+                                             const TensorOptions& tp) {
   const ModelOptions o = resolved(options);
-  PARTRAIN_RETURN_IF_ERROR(validate(o));
+  TensorOptions t = tp;
+  if (t.size == 1) t.sp = false;
+  PARTRAIN_RETURN_IF_ERROR(validate(o, t));
+  if (t.size > 1 && (backend->param_dtype() != DType::kF32 || backend->act_dtype() != DType::kF32)) {
+    return Status::invalid(fmt::format("tensor parallelism runs on fp32 (CPU) ranks in this "
+                                       "version; the {} backend keeps lower precision", backend->name()));
+  }
   if (max_batch < 1) return Status::invalid("micro_batch must be at least 1");
   std::unique_ptr<Model> m(new Model());
   m->o_ = o;
   m->be_ = backend;
   m->seed_ = seed;
   m->shard_ = shard;
-  m->table_ = build_param_table(o);
+  m->tp_ = t;
+  m->regions_ = Regions(nullptr, t);
+  m->table_ = build_param_table(o, t);
+  // Local widths: heads and the MLP split evenly, the vocabulary by vocab_rows.
+  const int hd = o.hidden / o.heads;
+  m->lh_ = o.heads / t.size, m->lkv_ = o.kv_heads / t.size, m->lq_ = m->lh_ * hd;
+  m->lqkv_ = (m->lh_ + 2 * m->lkv_) * hd;
+  m->lf_ = o.ffn_hidden / t.size, m->lfc_ = o.arch == Arch::kGpt2 ? m->lf_ : 2 * m->lf_;
+  const auto [v0, vn] = vocab_rows(o.vocab_size, t.rank, t.size);
+  m->v0_ = v0, m->lv_ = static_cast<int>(vn);
   PARTRAIN_RETURN_IF_ERROR(m->allocate(max_batch));
   std::vector<float> host(static_cast<size_t>(m->table_.total()));
   init_params(m->table_, seed, host.data());
   m->params_from_host(host);
   return m;
 }
+
+void Model::set_tensor_comm(TensorComm* comm) { regions_ = Regions(comm, tp_); }
 
 void Model::index_params() {
   auto idx = [&](const std::string& name) { return table_.find(name); };
@@ -126,10 +163,10 @@ void Model::index_params() {
 Status Model::allocate(int max_batch) {
   index_params();
   max_batch_ = max_batch;
+  // This rank's widths (all of the model's on one rank); NR: the residual stream's rows.
   const int64_t N = static_cast<int64_t>(max_batch) * o_.seq_len, C = o_.hidden;
-  const int64_t V = o_.vocab_size, L = o_.layers;
-  const int64_t hd = C / o_.heads, QKV = (o_.heads + 2 * o_.kv_heads) * hd;
-  const int64_t F = o_.ffn_hidden, FC = o_.arch == Arch::kGpt2 ? F : 2 * F;
+  const int64_t NR = tp_.sp ? N / tp_.size : N;
+  const int64_t V = lv_, L = o_.layers, QKV = lqkv_, Q = lq_, F = lf_, FC = lfc_;
   const DType ad = be_->act_dtype();
   using MC = MemCategory;
   auto get = [&](MC c, DType d, Shape s, Tensor* out) -> Status {
@@ -142,7 +179,7 @@ Status Model::allocate(int max_batch) {
   PARTRAIN_RETURN_IF_ERROR(get(MC::kActivations, DType::kI32, {N}, &tokens_));
   PARTRAIN_RETURN_IF_ERROR(get(MC::kActivations, DType::kI32, {N}, &targets_));
   res_.assign(static_cast<size_t>(L + 1), Tensor{});
-  for (auto& r : res_) PARTRAIN_RETURN_IF_ERROR(get(MC::kActivations, ad, {N, C}, &r));
+  for (auto& r : res_) PARTRAIN_RETURN_IF_ERROR(get(MC::kActivations, ad, {NR, C}, &r));
 
   // Block activations. What recompute frees is allocated once and shared by all blocks:
   // selective shares the attention core (att, lse); full shares everything but the block
@@ -153,18 +190,18 @@ Status Model::allocate(int max_batch) {
   auto alloc_acts = [&](BlockActs& a, bool core, bool rest) -> Status {
     const MC c = MC::kActivations;
     if (core) {
-      PARTRAIN_RETURN_IF_ERROR(get(c, ad, {N, C}, &a.att));
-      PARTRAIN_RETURN_IF_ERROR(get(c, DType::kF32, {max_batch, o_.heads, o_.seq_len}, &a.lse));
+      PARTRAIN_RETURN_IF_ERROR(get(c, ad, {N, Q}, &a.att));
+      PARTRAIN_RETURN_IF_ERROR(get(c, DType::kF32, {max_batch, lh_, o_.seq_len}, &a.lse));
     }
     if (rest) {
-      PARTRAIN_RETURN_IF_ERROR(get(c, ad, {N, C}, &a.ln1));
-      PARTRAIN_RETURN_IF_ERROR(get(c, DType::kF32, {N}, &a.ln1_mean));
-      PARTRAIN_RETURN_IF_ERROR(get(c, DType::kF32, {N}, &a.ln1_rstd));
+      PARTRAIN_RETURN_IF_ERROR(get(c, ad, {NR, C}, &a.ln1));
+      PARTRAIN_RETURN_IF_ERROR(get(c, DType::kF32, {NR}, &a.ln1_mean));
+      PARTRAIN_RETURN_IF_ERROR(get(c, DType::kF32, {NR}, &a.ln1_rstd));
       PARTRAIN_RETURN_IF_ERROR(get(c, ad, {N, QKV}, &a.qkv));
-      PARTRAIN_RETURN_IF_ERROR(get(c, ad, {N, C}, &a.res2));
-      PARTRAIN_RETURN_IF_ERROR(get(c, ad, {N, C}, &a.ln2));
-      PARTRAIN_RETURN_IF_ERROR(get(c, DType::kF32, {N}, &a.ln2_mean));
-      PARTRAIN_RETURN_IF_ERROR(get(c, DType::kF32, {N}, &a.ln2_rstd));
+      PARTRAIN_RETURN_IF_ERROR(get(c, ad, {NR, C}, &a.res2));
+      PARTRAIN_RETURN_IF_ERROR(get(c, ad, {NR, C}, &a.ln2));
+      PARTRAIN_RETURN_IF_ERROR(get(c, DType::kF32, {NR}, &a.ln2_mean));
+      PARTRAIN_RETURN_IF_ERROR(get(c, DType::kF32, {NR}, &a.ln2_rstd));
       PARTRAIN_RETURN_IF_ERROR(get(c, ad, {N, FC}, &a.fc));
       PARTRAIN_RETURN_IF_ERROR(get(c, ad, {N, F}, &a.act));
     }
@@ -185,26 +222,27 @@ Status Model::allocate(int max_batch) {
     }
     moe_.push_back(std::move(s));
   }
-  if (full) PARTRAIN_RETURN_IF_ERROR(get(MC::kWorkspace, ad, {N, C}, &res_scratch_));
+  if (full) PARTRAIN_RETURN_IF_ERROR(get(MC::kWorkspace, ad, {NR, C}, &res_scratch_));
 
   // Head and loss.
-  PARTRAIN_RETURN_IF_ERROR(get(MC::kActivations, ad, {N, C}, &lnf_));
-  PARTRAIN_RETURN_IF_ERROR(get(MC::kActivations, DType::kF32, {N}, &lnf_mean_));
-  PARTRAIN_RETURN_IF_ERROR(get(MC::kActivations, DType::kF32, {N}, &lnf_rstd_));
+  PARTRAIN_RETURN_IF_ERROR(get(MC::kActivations, ad, {NR, C}, &lnf_));
+  PARTRAIN_RETURN_IF_ERROR(get(MC::kActivations, DType::kF32, {NR}, &lnf_mean_));
+  PARTRAIN_RETURN_IF_ERROR(get(MC::kActivations, DType::kF32, {NR}, &lnf_rstd_));
   PARTRAIN_RETURN_IF_ERROR(get(MC::kActivations, ad, {N, V}, &logits_));
   PARTRAIN_RETURN_IF_ERROR(get(MC::kActivations, DType::kF32, {N}, &losses_));
   PARTRAIN_RETURN_IF_ERROR(get(MC::kActivations, DType::kF32, {N}, &lse_));
   // Backward scratch, shared by all blocks.
   PARTRAIN_RETURN_IF_ERROR(get(MC::kWorkspace, DType::kF32, {N}, &dloss_));
   PARTRAIN_RETURN_IF_ERROR(get(MC::kWorkspace, ad, {N, V}, &dlogits_));
-  PARTRAIN_RETURN_IF_ERROR(get(MC::kWorkspace, ad, {N, C}, &dres_));
+  PARTRAIN_RETURN_IF_ERROR(get(MC::kWorkspace, ad, {NR, C}, &dres_));
   PARTRAIN_RETURN_IF_ERROR(get(MC::kWorkspace, ad, {N, C}, &dln_));
-  PARTRAIN_RETURN_IF_ERROR(get(MC::kWorkspace, ad, {N, C}, &dbranch_));
-  PARTRAIN_RETURN_IF_ERROR(get(MC::kWorkspace, ad, {N, C}, &datt_));
+  PARTRAIN_RETURN_IF_ERROR(get(MC::kWorkspace, ad, {NR, C}, &dbranch_));
+  PARTRAIN_RETURN_IF_ERROR(get(MC::kWorkspace, ad, {N, Q}, &datt_));
   PARTRAIN_RETURN_IF_ERROR(get(MC::kWorkspace, ad, {N, QKV}, &dqkv_));
   PARTRAIN_RETURN_IF_ERROR(get(MC::kWorkspace, ad, {N, FC}, &dfc_));
   PARTRAIN_RETURN_IF_ERROR(get(MC::kWorkspace, ad, {N, F}, &dact_));
   host_losses_.resize(static_cast<size_t>(N));
+  if (tp_.size > 1) PARTRAIN_RETURN_IF_ERROR(tp_allocate(N, C));
   return Status::ok();
 }
 
@@ -218,6 +256,7 @@ Result<LossParts> Model::forward(const MicroBatch& batch) {
   batch_ = batch;
   B_ = batch.B;
   N_ = B_ * o_.seq_len;
+  R_ = tp_.sp ? N_ / tp_.size : N_;
   const int T = o_.seq_len, C = o_.hidden, V = o_.vocab_size, L = o_.layers;
   aux_loss_ = 0.0f;
   recomputing_ = false;
@@ -232,28 +271,40 @@ Result<LossParts> Model::forward(const MicroBatch& batch) {
   shard_forward_begin();
   be_->to_device_i32(tokens, batch.inputs);
   be_->to_device_i32(targets, batch.targets);
+  if (regions_.active()) vp_prepare(batch);
 
-  // Token (+ position) embeddings, then dropout, into the residual stream.
-  const Tensor x0 = act(res_[0]);
-  be_->embedding_forward(x0, tokens, param(wte_), wpe_ >= 0 ? param(wpe_) : Tensor{}, B_, T, C);
+  // Token (+ position) embeddings, then dropout, into the residual stream (this rank's
+  // rows under sequence parallelism).
+  const Tensor x0 = ract(res_[0]);
+  if (regions_.active()) {
+    vp_embedding_forward(x0);
+  } else {
+    be_->embedding_forward(x0, tokens, param(wte_), wpe_ >= 0 ? param(wpe_) : Tensor{}, B_, T, C);
+  }
   dropout(x0, L, 0);
   // The blocks (ZeRO-3 gathers each one's parameters just before it runs).
   for (int l = 0; l < L; ++l) {
     shard_block_begin(l, false);
-    block_forward(l, act(res_[l]), act(res_[l + 1]), *acts_[l]);
+    block_forward(l, ract(res_[l]), ract(res_[l + 1]), *acts_[l]);
     shard_block_end(l, false);
   }
-  // Final norm, LM head (tied to wte for GPT-2), per-token cross-entropy.
-  const Tensor lnf = act(lnf_);
-  norm_forward(lnf, lnf_mean_, lnf_rstd_, act(res_[L]), lnf_w_, lnf_b_);
-  const Tensor logits = logits_.slice(0, {N_, V});
-  be_->matmul_forward(logits, lnf, param(head_), Tensor{}, N_, C, V);
-  be_->crossentropy_forward(losses_.slice(0, {N_}), lse_.slice(0, {N_}), logits, targets, N_, V);
+  // Final norm, LM head (tied to wte for GPT-2; this rank's vocabulary rows under tp),
+  // per-token cross-entropy.
+  const Tensor lnf = ract(lnf_);
+  norm_forward(lnf, lnf_mean_, lnf_rstd_, ract(res_[L]), lnf_w_, lnf_b_);
+  const Tensor x = regions_.enter_forward(lnf, act(gathered_));
+  const Tensor logits = logits_.slice(0, {N_, lv_});
+  be_->matmul_forward(logits, x, param(head_), Tensor{}, N_, C, lv_);
   // The mean over the B*T tokens (those with a target: a target < 0 is ignored, as
   // PyTorch's ignore_index), summed on the host in double for a reproducible value.
-  be_->to_host(host_losses_.data(), losses_.slice(0, {N_}));
   double sum = 0.0;
-  for (int n = 0; n < N_; ++n) sum += host_losses_[static_cast<size_t>(n)];
+  if (regions_.active()) {
+    sum = vp_loss_forward(logits);
+  } else {
+    be_->crossentropy_forward(losses_.slice(0, {N_}), lse_.slice(0, {N_}), logits, targets, N_, V);
+    be_->to_host(host_losses_.data(), losses_.slice(0, {N_}));
+    for (int n = 0; n < N_; ++n) sum += host_losses_[static_cast<size_t>(n)];
+  }
   loss_count_ = 0;
   for (int n = 0; n < N_; ++n) loss_count_ += batch.targets[n] >= 0 ? 1 : 0;
   LossParts parts;
@@ -274,15 +325,22 @@ void Model::backward(float scale, const std::function<void(int)>& block_done) {
   const Tensor dloss = dloss_.slice(0, {N_});
   be_->fill(dloss, loss_count_ > 0 ? scale / static_cast<float>(loss_count_) : 0.0f);
   // Cross-entropy, LM head, final norm: dres = d loss / d res_[L].
-  const Tensor dlogits = dlogits_.slice(0, {N_, V});
+  const Tensor dlogits = dlogits_.slice(0, {N_, lv_});
   be_->zero(dlogits);
-  be_->crossentropy_backward(dlogits, logits_.slice(0, {N_, V}), lse_.slice(0, {N_}),
-                             targets_.slice(0, {N_}), dloss, N_, V);
-  const Tensor dln = act(dln_), dres = act(dres_);
-  be_->zero(dln);
-  be_->matmul_backward(dln, grad(head_), Tensor{}, dlogits, act(lnf_), param(head_), N_, C, V);
+  if (regions_.active()) {
+    vp_loss_backward(dlogits, dloss);
+  } else {
+    be_->crossentropy_backward(dlogits, logits_.slice(0, {N_, V}), lse_.slice(0, {N_}),
+                               targets_.slice(0, {N_}), dloss, N_, V);
+  }
+  // Sequence parallel: the head's input is gathered again (the rows alone were kept).
+  const Tensor x = regions_.enter_forward(ract(lnf_), act(gathered_));
+  const Tensor dx = act(dln_), dres = ract(dres_);
+  be_->zero(dx);
+  be_->matmul_backward(dx, grad(head_), Tensor{}, dlogits, x, param(head_), N_, C, lv_);
+  const Tensor dlnf = regions_.enter_backward(dx, ract(drows_));
   be_->zero(dres);
-  norm_backward(dres, lnf_w_, lnf_b_, dln, act(res_[L]), lnf_mean_, lnf_rstd_);
+  norm_backward(dres, lnf_w_, lnf_b_, dlnf, ract(res_[L]), lnf_mean_, lnf_rstd_);
   shard_tail_grads_done();
   if (block_done) block_done(L);  // the final norm and an untied head are final now
   // The blocks in reverse; dres carries d loss / d res_[l] down.
@@ -292,17 +350,21 @@ void Model::backward(float scale, const std::function<void(int)>& block_done) {
     if (o_.recompute == Recompute::kFull) {
       // Rebuild this block's activations from its stored input (bit-identical to forward).
       recomputing_ = true;
-      block_forward(l, act(res_[l]), act(res_scratch_), a);
+      block_forward(l, ract(res_[l]), ract(res_scratch_), a);
       recomputing_ = false;
     }
-    block_backward(l, act(res_[l]), dres, a);
+    block_backward(l, ract(res_[l]), dres, a);
     shard_block_end(l, true);
     if (block_done) block_done(l);
   }
   // Embedding dropout, then token (and position) embeddings.
   const Tensor demb = dropout_grad(dres, L, 0);
-  be_->embedding_backward(grad(wte_), wpe_ >= 0 ? grad(wpe_) : Tensor{}, demb,
-                          tokens_.slice(0, {N_}), B_, T, C);
+  if (regions_.active()) {
+    vp_embedding_backward(demb);
+  } else {
+    be_->embedding_backward(grad(wte_), wpe_ >= 0 ? grad(wpe_) : Tensor{}, demb,
+                            tokens_.slice(0, {N_}), B_, T, C);
+  }
   shard_backward_end();
 }
 
@@ -327,25 +389,42 @@ Tensor Model::act(const Tensor& t) const {
   return t.slice(0, s);
 }
 
+Tensor Model::ract(const Tensor& t) const {
+  Shape s = t.shape;
+  s.dims[0] = R_;
+  return t.slice(0, s);
+}
+
 void Model::norm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd,
                          const Tensor& inp, int w, int b) {
   const int C = o_.hidden;
   if (o_.arch == Arch::kGpt2) {
-    be_->layernorm_forward(out, mean.slice(0, {N_}), rstd.slice(0, {N_}), inp, param(w),
-                           b >= 0 ? param(b) : Tensor{}, N_, C, o_.norm_eps);
+    be_->layernorm_forward(out, mean.slice(0, {R_}), rstd.slice(0, {R_}), inp, param(w),
+                           b >= 0 ? param(b) : Tensor{}, R_, C, o_.norm_eps);
   } else {
-    be_->rmsnorm_forward(out, rstd.slice(0, {N_}), inp, param(w), N_, C, o_.norm_eps);
+    be_->rmsnorm_forward(out, rstd.slice(0, {R_}), inp, param(w), R_, C, o_.norm_eps);
   }
 }
 
 void Model::norm_backward(const Tensor& dinp, int w, int b, const Tensor& dout,
                           const Tensor& inp, const Tensor& mean, const Tensor& rstd) {
   const int C = o_.hidden;
+  // Sequence parallel: this rank's rows give part of the norm's parameter gradient; it is
+  // summed over the group (in a scratch, so earlier micro-batches are not summed again).
+  const bool partial = regions_.active() && tp_.sp;
+  const Tensor dw = partial ? norm_scratch_.slice(0, {C}) : grad(w);
+  const Tensor db = b < 0 ? Tensor{} : partial ? norm_scratch_.slice(C, {C}) : grad(b);
+  if (partial) be_->zero(norm_scratch_);
   if (o_.arch == Arch::kGpt2) {
-    be_->layernorm_backward(dinp, grad(w), b >= 0 ? grad(b) : Tensor{}, dout, inp, param(w),
-                            mean.slice(0, {N_}), rstd.slice(0, {N_}), N_, C);
+    be_->layernorm_backward(dinp, dw, db, dout, inp, param(w), mean.slice(0, {R_}),
+                            rstd.slice(0, {R_}), R_, C);
   } else {
-    be_->rmsnorm_backward(dinp, grad(w), dout, inp, param(w), rstd.slice(0, {N_}), N_, C);
+    be_->rmsnorm_backward(dinp, dw, dout, inp, param(w), rstd.slice(0, {R_}), R_, C);
+  }
+  if (partial) {
+    regions_.comm()->all_reduce_sum(norm_scratch_.slice(0, {b < 0 ? C : 2 * C}));
+    be_->accumulate(grad(w), dw);
+    if (b >= 0) be_->accumulate(grad(b), db);
   }
 }
 
@@ -354,8 +433,10 @@ uint64_t Model::dropout_key(int layer, int site) const {
                     static_cast<uint64_t>(layer) * 4 + static_cast<uint64_t>(site));
 }
 
+// The logical position of this rank's first residual row (rows [tp_row0, ...) under sp).
 uint64_t Model::dropout_offset() const {
-  return batch_.first_sample * static_cast<uint64_t>(o_.seq_len) * static_cast<uint64_t>(o_.hidden);
+  return (batch_.first_sample * static_cast<uint64_t>(o_.seq_len) + static_cast<uint64_t>(tp_row0())) *
+         static_cast<uint64_t>(o_.hidden);
 }
 
 void Model::dropout(const Tensor& t, int layer, int site) {
@@ -365,7 +446,7 @@ void Model::dropout(const Tensor& t, int layer, int site) {
 
 Tensor Model::dropout_grad(const Tensor& dout, int layer, int site) {
   if (o_.dropout <= 0.0f) return dout;
-  const Tensor d = act(dbranch_);
+  const Tensor d = ract(dbranch_);
   be_->zero(d);
   be_->dropout_backward(d, dout, o_.dropout, dropout_key(layer, site), dropout_offset());
   return d;

@@ -11,6 +11,10 @@
 // Randomness: dropout masks are keyed by (seed, step, layer, site) and the logical
 // position of each element, (global sample index * T + t) * C + c, so a data-parallel
 // split or a restart draws the same masks.
+//
+// Tensor parallel (tensor_parallel.h): a model created with TensorOptions{rank, size, sp}
+// holds rank's pieces of every split tensor (table() says which) and computes exactly the
+// single-rank model with its group, through the TensorComm set before the first forward.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +28,7 @@
 #include "engine/backend.h"
 #include "engine/model/params.h"
 #include "engine/model/sharding.h"
+#include "engine/model/tensor_parallel.h"
 #include "engine/options.h"
 
 namespace partrain::engine::model {
@@ -54,7 +59,8 @@ class Model {
   // never allocated full-size. Stages 1-3 need fp32 parameters and gradients.
   static Result<std::unique_ptr<Model>> create(const ModelOptions& options, Backend* backend,
                                                int max_batch, uint64_t seed,
-                                               const ShardOptions& shard = {});
+                                               const ShardOptions& shard = {},
+                                               const TensorOptions& tp = {});
   ~Model();
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
@@ -78,6 +84,11 @@ class Model {
   // first forward on stage >= 1.
   void set_shard_comm(ShardComm* comm) { comm_ = comm; }
   ShardComm* shard_comm() const { return comm_; }
+  // Tensor parallel: the group's collectives; not owned, set before the first forward
+  // when tensor().size > 1.
+  void set_tensor_comm(TensorComm* comm);
+  TensorComm* tensor_comm() const { return regions_.comm(); }
+  const TensorOptions& tensor() const { return tp_; }
   const ShardOptions& shard() const { return shard_; }
   // This rank's fp32 shards [shard().begin, shard().end): the parameters (a view of params()
   // below stage 3) and the reduced gradient (stage >= 1). Unsharded: the whole buffers.
@@ -124,6 +135,18 @@ class Model {
   Tensor gspan(int i, Shape shape) const;
   // The leading N (or B) rows of an activation buffer for the current micro-batch.
   Tensor act(const Tensor& t) const;
+  // The leading R rows: the residual stream's rows on this rank (N/size under sp, else N).
+  Tensor ract(const Tensor& t) const;
+  // Tensor parallel: buffers, the vocabulary-parallel embedding and cross-entropy
+  // (vocab_parallel.cc); the sum over the group of a norm's parameter gradients (sp).
+  Status tp_allocate(int64_t N, int64_t C);
+  void vp_prepare(const MicroBatch& batch);
+  void vp_embedding_forward(const Tensor& x0);
+  void vp_embedding_backward(const Tensor& demb);
+  double vp_loss_forward(const Tensor& logits);
+  // rows [R, C] += bias (parameter b; none when b < 0), broadcast over the rows.
+  void add_bias_rows(const Tensor& rows, int b);
+  void vp_loss_backward(const Tensor& dlogits, const Tensor& dloss);
   // LayerNorm (gpt2) or RMSNorm (llama) with parameters w, b (b < 0: none).
   void norm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& inp,
                     int w, int b);
@@ -133,8 +156,9 @@ class Model {
   void block_forward(int l, const Tensor& in, const Tensor& out, BlockActs& a);
   void block_backward(int l, const Tensor& in, const Tensor& dres, BlockActs& a);
   void attention_core_forward(BlockActs& a);
-  void mlp_forward(int l, BlockActs& a, const Tensor& out);
-  void mlp_backward(int l, BlockActs& a, const Tensor& dout, const Tensor& dln2);
+  // x: the MLP's [N, C] input; out: its (partial, under tp) [N, C] output.
+  void mlp_forward(int l, BlockActs& a, const Tensor& x, const Tensor& out);
+  void mlp_backward(int l, BlockActs& a, const Tensor& x, const Tensor& dout, const Tensor& dx);
   // MoE feed-forward (moe.cc).
   Status moe_allocate(int l, MoeState& s);
   void moe_forward(int l, MoeState& s, const Tensor& x, const Tensor& out);
@@ -166,8 +190,23 @@ class Model {
   std::vector<bool> pslot_pending_;      // a gather into the parameter slot is not waited for
   Tensor pedge_tail_, pedge_emb_, gedge_tail_, gedge_emb_;  // the tail's and embeddings' slots
 
+  // Tensor parallel: options, regions, local widths (heads, kv heads, q width, fused qkv
+  // width, ffn width, fused fc width, vocabulary rows and the first of them).
+  TensorOptions tp_;
+  Regions regions_;
+  int lh_ = 0, lkv_ = 0, lq_ = 0, lqkv_ = 0, lf_ = 0, lfc_ = 0, lv_ = 0;
+  int64_t v0_ = 0;
+  Tensor gathered_, partial_, dfull_, drows_;  // [N, C] x3, [N/size, C]: region buffers
+  Tensor tok_local_, tok_mask_, iota_, pos_;   // vocabulary-parallel lookup, [N]
+  Tensor zeros_;                               // I32 [N] of 0: a bias broadcast over rows
+  Tensor ce_targets_, fix_idx_, fix_w_;        // vocabulary-parallel loss, [N]
+  Tensor norm_scratch_;                        // [2C]: one norm's gradients before the sum
+  std::vector<float> host_f_;
+  std::vector<int32_t> host_i_;
+  int tp_row0() const { return tp_.sp ? tp_.rank * R_ : 0; }  // first residual row held
+
   // Current micro-batch.
-  int B_ = 0, N_ = 0, max_batch_ = 0;
+  int B_ = 0, N_ = 0, R_ = 0, max_batch_ = 0;
   MicroBatch batch_;
   float aux_loss_ = 0;
   int loss_count_ = 0;  // tokens with a target (>= 0) in the current micro-batch

@@ -5,9 +5,11 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/backend.h"
+#include "engine/model/tensor_parallel.h"
 #include "engine/options.h"
 
 namespace partrain::engine::model {
@@ -22,7 +24,16 @@ struct ParamSpec {
   Init init = Init::kNormal;
   float init_std = 0.0f;       // for kNormal
   int64_t offset = 0;          // element offset in the flat parameter/gradient buffers
+  // Tensor parallel: this rank's tensor is a piece of the logical (Hugging Face) tensor of
+  // shape `logical`: the concatenation, in order, of the logical flat element ranges
+  // `pieces` (row-major in partrain's layout). Empty pieces: the whole tensor (replicated).
+  struct Piece {
+    int64_t begin = 0, count = 0;
+  };
+  Shape logical;
+  std::vector<Piece> pieces;
   int64_t numel() const { return shape.numel(); }
+  bool split() const { return !pieces.empty(); }
 };
 
 class ParamTable {
@@ -30,6 +41,9 @@ class ParamTable {
   // Appends a parameter after the previous one; returns its index.
   int add(std::string name, Shape shape, Init init, float init_std, bool no_decay,
           bool hf_transposed = false);
+  // The same for a tensor-parallel piece: `shape` is the local shape, `logical` the whole.
+  int add_piece(std::string name, Shape shape, Shape logical, std::vector<ParamSpec::Piece> pieces,
+                Init init, float init_std, bool no_decay, bool hf_transposed = false);
   const std::vector<ParamSpec>& specs() const { return specs_; }
   int64_t total() const { return total_; }
   // Index of a name, or -1.
@@ -49,11 +63,19 @@ class ParamTable {
 //   .block_sparse_moe.experts.{e}.{w1,w3,w2}), model.norm, lm_head (unless tied)
 // Parameters that one fused GEMM uses are consecutive: q,k,v (one [(H+2KV)hd, C] weight)
 // and gate,up (one [2F, C] weight, gate rows first).
-ParamTable build_param_table(const ModelOptions& o);
+//
+// With tp.size > 1 the table is tensor-parallel rank tp.rank's (tensor_parallel.h): the
+// same names in the same order, each the rank's piece of the logical tensor; the
+// replicated ones (norms, row-parallel biases, wpe) whole.
+ParamTable build_param_table(const ModelOptions& o, const TensorOptions& tp = {});
+// Rows [first, first + count) of the vocabulary that tensor-parallel rank `rank` of `size`
+// holds: ceil(V / size) each, the last rank fewer (the padding is never allocated).
+std::pair<int64_t, int64_t> vocab_rows(int64_t vocab, int rank, int size);
 
 // Fills `host` (table.total() floats) with the counter-based init: element j of parameter
 // p is philox_normal(philox_key(seed, name_id(p.name)), j) * std, so a parameter's values
-// depend only on (seed, its name, element index), never on how the model is split.
+// depend only on (seed, its name, element index), never on how the model is split: a
+// tensor-parallel piece draws its elements at their logical indices.
 void init_params(const ParamTable& table, uint64_t seed, float* host);
 
 // Options with every 0 default resolved (kv_heads, ffn_hidden).

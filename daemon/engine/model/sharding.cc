@@ -13,7 +13,20 @@ std::vector<ShardPiece> shard_pieces(const ParamTable& table, int64_t begin, int
   for (const ParamSpec& p : table.specs()) {
     const int64_t lo = std::max(begin, p.offset), hi = std::min(end, p.offset + p.numel());
     if (lo >= hi) continue;
-    out.push_back(ShardPiece{p.name, p.shape, lo - p.offset, hi - p.offset, lo});
+    if (!p.split()) {
+      out.push_back(ShardPiece{p.name, p.shape, lo - p.offset, hi - p.offset, lo});
+      continue;
+    }
+    // A tensor-parallel piece: its local elements are runs of the logical tensor.
+    int64_t local = p.offset;
+    for (const ParamSpec::Piece& piece : p.pieces) {
+      const int64_t a = std::max(lo, local), b = std::min(hi, local + piece.count);
+      if (a < b) {
+        out.push_back(ShardPiece{p.name, p.logical, piece.begin + (a - local),
+                                 piece.begin + (b - local), a});
+      }
+      local += piece.count;
+    }
   }
   return out;
 }

@@ -63,6 +63,8 @@ struct ShardPiece {
 };
 
 // The tensors the flat range [begin, end) covers, in buffer order, each cut to the range.
+// A tensor-parallel piece (ParamSpec::pieces) gives one ShardPiece per run of the logical
+// tensor it covers (a row-parallel weight: one per row), with the logical shape.
 std::vector<ShardPiece> shard_pieces(const ParamTable& table, int64_t begin, int64_t end);
 
 }  // namespace partrain::engine::model

@@ -62,9 +62,21 @@ OptimizerStepStats AdamW::step(float lr) {
   const int64_t first = sharded ? shard.begin : 0;
   const int64_t last = sharded ? shard.end : model_->num_params();
   const Tensor params = model_->shard_params(), grads = model_->shard_grads();
-  // The global norm: a shard's sum of squares, summed over the data-parallel group.
-  double sum_squares = be.sum_squares(grads.slice(0, {last - first}));
+  // The global norm: a shard's sum of squares, summed over the data-parallel group. Under
+  // tensor parallelism each split tensor's piece counts on its rank and a replicated one
+  // on tp rank 0 only, summed over the tensor-parallel group.
+  const model::TensorOptions& tp = model_->tensor();
+  double sum_squares = 0.0;
+  if (tp.size == 1) {
+    sum_squares = be.sum_squares(grads.slice(0, {last - first}));
+  } else {
+    for (const model::ParamSpec& v : model_->table().specs()) {
+      const int64_t lo = std::max(first, v.offset), hi = std::min(last, v.offset + v.numel());
+      if (lo < hi && (v.split() || tp.rank == 0)) sum_squares += be.sum_squares(grads.slice(lo - first, {hi - lo}));
+    }
+  }
   if (sharded && model_->shard_comm() != nullptr) sum_squares = model_->shard_comm()->sum(sum_squares);
+  if (tp.size > 1 && model_->tensor_comm() != nullptr) sum_squares = model_->tensor_comm()->sum(sum_squares);
   st.grad_norm = static_cast<float>(std::sqrt(sum_squares));
   if (o_.grad_clip > 0.0f) {
     const float coef = o_.grad_clip / (st.grad_norm + 1e-6f);

@@ -45,11 +45,12 @@ std::string metrics_json(const StepMetrics& m) {
                         static_cast<double>(m.peak_bytes[static_cast<size_t>(c)]) / (1 << 20));
   }
   line += "}";
-  if (m.dp > 1) {
+  if (m.dp > 1 || m.tp > 1) {
     const double share = m.step_ms > 0 ? m.exposed_ms / m.step_ms : 0.0;
     line += fmt::format(",\"comm_ms\":{:.3f},\"exposed_ms\":{:.3f},\"exposed_share\":{:.4f},"
                         "\"collectives\":{},\"dp\":{}", m.comm_ms, m.exposed_ms, share,
                         m.collectives, m.dp);
+    if (m.tp > 1) line += fmt::format(",\"tp\":{}", m.tp);
   }
   return line + "}";
 }
@@ -84,7 +85,8 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const RunOptions& options) {
   if (!be) return be.status();
   t->backend_ = std::move(be).value();
   Result<std::unique_ptr<model::Model>> m =
-      model::Model::create(options.model, t->backend_.get(), tr.micro_batch, tr.seed, options.shard);
+      model::Model::create(options.model, t->backend_.get(), tr.micro_batch, tr.seed, options.shard,
+                           options.tp);
   if (!m) return m.status();
   t->model_ = std::move(m).value();
   if (!options.init_path.empty()) {
@@ -159,6 +161,7 @@ Result<StepMetrics> Trainer::step() {
   loss /= accum_;
   // Data parallel: every rank's gradient and loss become the global batch's.
   m.dp = o_.dp;
+  m.tp = o_.tp.size;
   if (hooks_ != nullptr) {
     trace::Span span("wait for gradient sync");
     PARTRAIN_RETURN_IF_ERROR(hooks_->sync_grads(*model_, &m));
@@ -204,7 +207,7 @@ void Trainer::print_step(const StepMetrics& m) const {
               static_cast<long long>(m.step), static_cast<long long>(o_.train.steps), m.loss,
               static_cast<double>(m.lr), static_cast<double>(m.grad_norm), m.tokens_per_s, m.step_ms);
   if (m.mfu > 0) std::printf(" | MFU %.1f%%", 100 * m.mfu);
-  if (m.dp > 1) {
+  if (m.dp > 1 || m.tp > 1) {
     std::printf(" | comm %.1f ms, exposed %.1f ms (%.0f%% of the step)", m.comm_ms,
                 m.exposed_ms, m.step_ms > 0 ? 100 * m.exposed_ms / m.step_ms : 0.0);
   }

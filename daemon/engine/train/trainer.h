@@ -38,6 +38,8 @@ struct RunOptions {
   int dp_rank = 0;
   // ZeRO: what this rank keeps only as its shard (the worker's data plugin decides).
   model::ShardOptions shard;
+  // Tensor parallel: this rank's coordinate and the group (the worker sets the comm).
+  model::TensorOptions tp;
   // Throughput accounting: ranks in the job (0 = dp), model FLOPs per token (6N plus
   // attention, what MFU counts; the planner's formula) and the peak FLOP/s of one rank's
   // device (a hardware profile). MFU is reported when both are > 0. Default: 0
@@ -61,6 +63,7 @@ struct StepMetrics {
   // Data parallel only (dp > 1): gradient collectives of the step. comm_ms: first
   // collective started to last finished; exposed_ms: the part this rank waited for.
   int dp = 1;
+  int tp = 1;  // tensor parallel: the regions' collectives are counted in too
   double comm_ms = 0, exposed_ms = 0;
   int collectives = 0;
   // A checkpoint saved after this step: how long training waited for it and how fast
