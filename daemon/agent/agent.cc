@@ -179,6 +179,13 @@ int run(const AgentOptions& o) {
     log::error("agent", "{}", ga.status().message());
     return cli::kExitUsage;
   }
+  // The layout against the model (heads, kv_heads, hidden, seq_len % tp, ...): refused here,
+  // before any worker starts, on every node (`partrain run --nproc` checks it first too, to
+  // print the one line alone).
+  if (Status s = config::validate_layout(*job, place->world); !s) {
+    log::error("agent", "{}", s.message());
+    return cli::kExitUsage;
+  }
   // The secret: the job's 0600 file under Slurm, a fresh one standalone (handed to the
   // workers in their environment only).
   std::string secret;
