@@ -12,17 +12,20 @@ set -eu
 cmake=$1 build=$2 src=$3 work=$4
 rm -rf "$work"
 mkdir -p "$work"
-"$cmake" --install "$build" --prefix "$work/prefix" > "$work/install.log"
-test -f "$work/prefix/include/partrain/schedule_sdk.h"
-"$cmake" -S "$src" -B "$work/build" -DCMAKE_PREFIX_PATH="$work/prefix" > "$work/configure.log"
+# DESTDIR: files whose destination is absolute (the site config and hardware profiles
+# under the configured sysconfdir) land under $work too, never in the real /usr/local/etc.
+DESTDIR="$work/root" "$cmake" --install "$build" --prefix "$work/prefix" > "$work/install.log"
+prefix="$work/root$work/prefix"
+test -f "$prefix/include/partrain/schedule_sdk.h"
+"$cmake" -S "$src" -B "$work/build" -DCMAKE_PREFIX_PATH="$prefix" > "$work/configure.log"
 "$cmake" --build "$work/build" > "$work/build.log"
 mkdir -p "$work/plugins"
 chmod 755 "$work/plugins"
 install -m 0755 "$work/build/deadlock.so" "$work/plugins/deadlock.so"
 install -m 0755 "$work/build/nobackward.so" "$work/plugins/nobackward.so"
-install -m 0755 "$work/prefix/lib/partrain/plugins/1f1b.so" "$work/plugins/1f1b.so"
+install -m 0755 "$prefix/lib/partrain/plugins/1f1b.so" "$work/plugins/1f1b.so"
 printf '[paths]\nplugin_dir = "%s"\n' "$work/plugins" > "$work/site.toml"
-partrain="$work/prefix/bin/partrain"
+partrain="$prefix/bin/partrain"
 
 out=$("$partrain" plugins --site-config "$work/site.toml")
 echo "$out"
@@ -51,7 +54,7 @@ echo "$good" | grep -qF "bubble fraction 0.2727"
 echo "$good" | grep -qE "^rank 0 .*peak in flight 4$"
 grep -q "<svg" "$work/1f1b.svg"
 # With a job file: the stage partition of the example model over pp=2.
-job=$("$partrain" schedule --job "$work/prefix/share/partrain/examples/tiny.toml" --pp 2 \
+job=$("$partrain" schedule --job "$prefix/share/partrain/examples/tiny.toml" --pp 2 \
   --mb 4 --site-config "$work/site.toml")
 echo "$job"
 echo "$job" | grep -qE "^stage 1 \(rank 1, chunk 0\): block 1 \+ head"

@@ -7,23 +7,26 @@ set -eu
 cmake=$1 build=$2 src=$3 work=$4
 rm -rf "$work"
 mkdir -p "$work"
-"$cmake" --install "$build" --prefix "$work/prefix" > "$work/install.log"
-test -f "$work/prefix/include/partrain/plugin_sdk.h"
-"$cmake" -S "$src" -B "$work/build" -DCMAKE_PREFIX_PATH="$work/prefix" > "$work/configure.log"
+# DESTDIR: files whose destination is absolute (the site config and hardware profiles
+# under the configured sysconfdir) land under $work too, never in the real /usr/local/etc.
+DESTDIR="$work/root" "$cmake" --install "$build" --prefix "$work/prefix" > "$work/install.log"
+prefix="$work/root$work/prefix"
+test -f "$prefix/include/partrain/plugin_sdk.h"
+"$cmake" -S "$src" -B "$work/build" -DCMAKE_PREFIX_PATH="$prefix" > "$work/configure.log"
 "$cmake" --build "$work/build" > "$work/build.log"
 mkdir -p "$work/plugins"
 chmod 755 "$work/plugins"
 install -m 0755 "$work/build/example.so" "$work/plugins/example.so"
 printf '[paths]\nplugin_dir = "%s"\n' "$work/plugins" > "$work/site.toml"
-out=$("$work/prefix/bin/partrain" plugins --site-config "$work/site.toml")
+out=$("$prefix/bin/partrain" plugins --site-config "$work/site.toml")
 echo "$out"
 echo "$out" | grep -E "^example +data +0\.1\.0 +$work/plugins/example\.so$"
 # The installed dp plugin landed under the prefix too.
-test -f "$work/prefix/lib/partrain/plugins/dp.so"
+test -f "$prefix/lib/partrain/plugins/dp.so"
 # Use it in a run: the installed partraind and worker, two ranks, the example as data plugin.
 run_out=$(PARTRAIN_DATA_PLUGIN=example PARTRAIN_RUN_DIR="$work/run" OMP_NUM_THREADS=1 \
-  "$work/prefix/bin/partraind" --standalone --nproc 2 --partrain dp2 --steps 3 \
-  --site-config "$work/site.toml" "$work/prefix/share/partrain/examples/tiny.toml" 2>&1)
+  "$prefix/bin/partraind" --standalone --nproc 2 --partrain dp2 --steps 3 \
+  --site-config "$work/site.toml" "$prefix/share/partrain/examples/tiny.toml" 2>&1)
 echo "$run_out"
 echo "$run_out" | grep -q "data plugin example 0.1.0 from $work/plugins/example.so"
 test "$(wc -l < "$work/run/metrics.jsonl")" -eq 3
