@@ -1,6 +1,24 @@
 # Shared by the bench/ scripts (source it): the synthetic data and the job file every
 # CPU benchmark trains, so partrain and its peers see the same model and tokens.
 
+# bench_two_ranks_setup HERE [BUILD_DIR]: what every 2-CPU-rank benchmark starts with. Sets
+# build (default HERE/../../build), python, steps (BENCH_STEPS, 10), repeats
+# (BENCH_REPEATS, 2), warmup (3), nproc (2) and work (a temporary folder removed on exit),
+# one thread per rank, the build tree's site config, and writes $work/tokens.bin.
+bench_two_ranks_setup() {
+  build=${2:-$1/../../build}
+  python=${PARTRAIN_TORCH_PYTHON:-/usr/bin/python3}
+  steps=${BENCH_STEPS:-10}
+  repeats=${BENCH_REPEATS:-2}
+  warmup=3
+  nproc=2
+  work=$(mktemp -d)
+  trap 'rm -rf "$work"' EXIT
+  export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+  export PARTRAIN_SITE_CONFIG=$build/etc/partrain.toml
+  bench_random_tokens "$python" "$work/tokens.bin"
+}
+
 # bench_random_tokens PYTHON PATH: 400k random byte tokens as a raw uint16 shard
 # (speed does not depend on the text).
 bench_random_tokens() {

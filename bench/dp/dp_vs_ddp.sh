@@ -9,17 +9,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/../common.sh"
-build=${1:-$here/../../build}
-python=${PARTRAIN_TORCH_PYTHON:-/usr/bin/python3}
-steps=${BENCH_STEPS:-10}
-warmup=3
-nproc=2
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-export PARTRAIN_SITE_CONFIG=$build/etc/partrain.toml
-
-bench_random_tokens "$python" "$work/tokens.bin"
+bench_two_ranks_setup "$here" "${1:-}"
 
 printf "%-6s %6s %14s %12s %7s %16s %14s\n" config ranks partrain_tok/s ddp_tok/s ratio partrain_exposed ddp_exposed
 for cfg in "tiny 2 128 4 64" "small 4 256 4 128"; do

@@ -13,18 +13,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/../common.sh"
-build=${1:-$here/../../build}
-python=${PARTRAIN_TORCH_PYTHON:-/usr/bin/python3}
-steps=${BENCH_STEPS:-10}
-repeats=${BENCH_REPEATS:-2}
-warmup=3
-nproc=2
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-export PARTRAIN_SITE_CONFIG=$build/etc/partrain.toml
-
-bench_random_tokens "$python" "$work/tokens.bin"
+bench_two_ranks_setup "$here" "${1:-}"
 
 # run_one NAME LAYOUT: one run; prints "tok/s exposed_share weights_mib activations_mib".
 run_one() {
