@@ -10,21 +10,11 @@
 #   bad_schedules_out_of_tree.sh CMAKE BUILD_DIR SRC WORK_DIR
 set -eu
 cmake=$1 build=$2 src=$3 work=$4
-rm -rf "$work"
-mkdir -p "$work"
-# DESTDIR: files whose destination is absolute (the site config and hardware profiles
-# under the configured sysconfdir) land under $work too, never in the real /usr/local/etc.
-DESTDIR="$work/root" "$cmake" --install "$build" --prefix "$work/prefix" > "$work/install.log"
-prefix="$work/root$work/prefix"
+. "$(dirname "$0")/../out_of_tree.sh"
 test -f "$prefix/include/partrain/schedule_sdk.h"
-"$cmake" -S "$src" -B "$work/build" -DCMAKE_PREFIX_PATH="$prefix" > "$work/configure.log"
-"$cmake" --build "$work/build" > "$work/build.log"
-mkdir -p "$work/plugins"
-chmod 755 "$work/plugins"
 install -m 0755 "$work/build/deadlock.so" "$work/plugins/deadlock.so"
 install -m 0755 "$work/build/nobackward.so" "$work/plugins/nobackward.so"
 install -m 0755 "$prefix/lib/partrain/plugins/1f1b.so" "$work/plugins/1f1b.so"
-printf '[paths]\nplugin_dir = "%s"\n' "$work/plugins" > "$work/site.toml"
 partrain="$prefix/bin/partrain"
 
 out=$("$partrain" plugins --site-config "$work/site.toml")
