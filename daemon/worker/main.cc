@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <optional>
 #include <string>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -75,10 +76,15 @@ Status run(const std::string& job_path) {
   Result<Layout> layout = Layout::create(*world, job->parallelism);
   if (!layout) return layout.status();
   PARTRAIN_RETURN_IF_ERROR(config::validate_layout(*job, *world));
-  if (layout->pp() != 1 || layout->ep() != 1 || layout->cp() != 1) {
+  if (layout->pp() != 1 || layout->cp() != 1) {
     return Status::invalid(fmt::format(
-        "--partrain={}: this partrain runs tensor- and data-parallel layouts only (pp, ep and "
-        "cp 1); the pipeline and expert runtimes are not installed yet", job->parallelism.to_string()));
+        "--partrain={}: this partrain runs tensor-, expert- and data-parallel layouts only (pp "
+        "and cp 1); the pipeline runtime is not installed yet", job->parallelism.to_string()));
+  }
+  if (layout->ep() > 1 && (layout->tp() > 1 || job->parallelism.zero > 0)) {
+    return Status::invalid(fmt::format(
+        "--partrain={}: expert parallelism runs with plain data parallelism only (tp1, zero0) "
+        "in this version; drop tp/zeroN, or drop ep", job->parallelism.to_string()));
   }
   if (layout->tp() > 1 && job->parallelism.zero > 0 && job->checkpoint.every > 0) {
     return Status::invalid(fmt::format(
@@ -118,7 +124,7 @@ Status run(const std::string& job_path) {
   Result<std::unique_ptr<comm::StoreClient>> commit_client = store->clone();
   if (!commit_client) return commit_client.status();
   StoreCommitter committer(std::move(commit_client).value(), prefix);
-  std::unique_ptr<comm::Communicator> dp_comm, tp_comm;
+  std::unique_ptr<comm::Communicator> dp_comm, tp_comm, ep_comm, expert_dp_comm;
   std::unique_ptr<plugin::Plugin> data_plugin;
   std::unique_ptr<plugin::TensorPlugin> tensor_plugin;
   // A loopback coordinator means every rank is on this machine: loopback. Else the agent's
@@ -142,6 +148,17 @@ Status run(const std::string& job_path) {
                 tensor_plugin->info().version, tensor_plugin->info().path,
                 job->parallelism.sequence_parallel() ? "sp" : "nosp");
     }
+  }
+  // Expert parallel: the ep group (the all-to-alls) and, when dp > ep, the ranks holding
+  // the same experts (their gradients' sum).
+  for (auto [axis, name, out] : {std::tuple{Axis::kEp, "ep", &ep_comm},
+                                 std::tuple{Axis::kExpertDp, "edp", &expert_dp_comm}}) {
+    const std::vector<int> members = layout->group(axis, *rank);
+    if (layout->ep() == 1 || members.size() < 2) continue;
+    comm::GroupSpec spec{fmt::format("{}{}{}", prefix, name, members.front()), members, *rank};
+    Result<std::unique_ptr<comm::Communicator>> c = comm::create_gloo_communicator(spec, *store, go);
+    if (!c) return c.status();
+    *out = std::move(c).value();
   }
   if (layout->dp() > 1) {
     const std::vector<int> members = layout->group(Axis::kDp, *rank);
@@ -186,6 +203,12 @@ Status run(const std::string& job_path) {
     auto it = job->plugin_tables.find(tensor_plugin->info().name);
     if (it != job->plugin_tables.end()) r.tensor_config = it->second;
   }
+  r.ep = layout->ep();
+  r.ep_rank = coord.ep;
+  r.expert_dp = layout->expert_dp();
+  r.expert_dp_rank = coord.expert_dp;
+  r.ep_comm = ep_comm.get();
+  r.expert_dp_comm = expert_dp_comm.get();
   r.stop = &g_stop;
   r.ckpt_root = store::checkpoint_root(job->checkpoint.dir, job->run_dir);
   r.committer = &committer;
@@ -193,6 +216,8 @@ Status run(const std::string& job_path) {
   Status s = train_data_parallel(r);
   if (!s && dp_comm) dp_comm->abort(s.message());  // peers blocked on us fail at once
   if (!s && tp_comm) tp_comm->abort(s.message());
+  if (!s && ep_comm) ep_comm->abort(s.message());
+  if (!s && expert_dp_comm) expert_dp_comm->abort(s.message());
   return s;
 }
 

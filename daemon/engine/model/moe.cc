@@ -46,6 +46,20 @@ Status Model::moe_allocate(int /*l*/, MoeState& s) {
     if (!t) return t.status();
     *w.t = *t;
   }
+  if (ep_.size > 1) {  // the packed send side and the received rows' gradients
+    const Want more[] = {
+        {&s.send_idx, MC::kActivations, DType::kI32, {S}}, {&s.send_gate, MC::kActivations, DType::kF32, {S}},
+        {&s.xsend, MC::kWorkspace, ad, {S, C}},           {&s.yback, MC::kActivations, ad, {S, C}},
+        {&s.dyrecv, MC::kWorkspace, ad, {S, C}},          {&s.dxrecv, MC::kWorkspace, ad, {S, C}},
+    };
+    for (const Want& w : more) {
+      Result<Tensor> t = alloc(w.c, w.d, w.s);
+      if (!t) return t.status();
+      *w.t = *t;
+    }
+    s.host_send_idx.assign(static_cast<size_t>(S), 0);
+    s.host_send_gate.assign(static_cast<size_t>(S), 0.0f);
+  }
   s.count.assign(static_cast<size_t>(E), 0);
   s.frac.assign(static_cast<size_t>(E), 0.0);
   s.host_idx.assign(static_cast<size_t>(S), 0);
@@ -113,7 +127,17 @@ void Model::moe_forward(int l, MoeState& s, const Tensor& x, const Tensor& out) 
     s.frac[static_cast<size_t>(e)] = chosen[static_cast<size_t>(e)] / (static_cast<double>(N) * k);
     aux += s.frac[static_cast<size_t>(e)] * (mean_p[static_cast<size_t>(e)] / N);
   }
-  if (!recomputing_) aux_loss_ += static_cast<float>(o_.moe_aux_loss_coef * E * aux);
+  if (!recomputing_) {
+    aux_loss_ += static_cast<float>(o_.moe_aux_loss_coef * E * aux);
+    // The step's routing statistics: kept rows per (MoE block, expert), dropped choices.
+    const size_t first = static_cast<size_t>(moe_index(l)) * E;
+    for (int e = 0; e < E; ++e) {
+      moe_stats_.tokens[first + static_cast<size_t>(e)] += s.count[static_cast<size_t>(e)];
+      moe_stats_.dropped -= s.count[static_cast<size_t>(e)];
+    }
+    moe_stats_.dropped += static_cast<int64_t>(N) * k;
+  }
+  if (ep_.size > 1) return moe_ep_forward(l, s, x, out);  // the experts over the ep group
   be_->to_device_i32(s.idx, s.host_idx.data());
   be_->to_device(s.gate, s.host_gate.data());
   // Each expert on its packed rows; outputs added back with their combine weights.
@@ -142,8 +166,21 @@ void Model::moe_forward(int l, MoeState& s, const Tensor& x, const Tensor& out) 
 
 void Model::moe_backward(int l, MoeState& s, const Tensor& x, const Tensor& dout,
                          const Tensor& dx) {
+  const size_t S = static_cast<size_t>(o_.moe_experts) * s.cap_max;
+  std::vector<float>& dgate = s.host_dgate;
+  if (ep_.size > 1) {
+    moe_ep_backward(l, s, dout, dx);  // fills dgate (the slot layout) on the source rank
+  } else {
+    moe_experts_backward(l, s, dout, dx);
+    dgate.resize(S);
+    be_->to_host(dgate.data(), s.dgate);
+  }
+  moe_router_backward(l, s, x, dx);
+}
+
+void Model::moe_experts_backward(int l, MoeState& s, const Tensor& dout, const Tensor& dx) {
   const BlockParams& p = bp_[static_cast<size_t>(l)];
-  const int E = o_.moe_experts, k = o_.moe_top_k, C = o_.hidden, F = o_.ffn_hidden, N = N_;
+  const int E = o_.moe_experts, C = o_.hidden, F = o_.ffn_hidden;
   const bool gpt2 = o_.arch == Arch::kGpt2;
   const int FC = gpt2 ? F : 2 * F;
   // Experts: d gate = dout . y per kept slot; dy = gate * dout; back through the MLP.
@@ -173,11 +210,13 @@ void Model::moe_backward(int l, MoeState& s, const Tensor& x, const Tensor& dout
                          dh, xin, pspan(p.expert_fc_w[ue], {FC, C}), M, C, FC);
     be_->scatter_add_rows(dx, dxin, idx, Tensor{}, M, C);
   }
+}
+
+void Model::moe_router_backward(int l, MoeState& s, const Tensor& x, const Tensor& dx) {
+  const BlockParams& p = bp_[static_cast<size_t>(l)];
+  const int E = o_.moe_experts, k = o_.moe_top_k, C = o_.hidden, N = N_;
+  const std::vector<float>& dgate = s.host_dgate;
   // Router, on the host: d weights -> d probs (renormalisation, aux loss) -> d logits.
-  const size_t S = static_cast<size_t>(E) * s.cap_max;
-  std::vector<float>& dgate = s.host_dgate;
-  dgate.resize(S);
-  be_->to_host(dgate.data(), s.dgate);
   const double aux_scale = static_cast<double>(backward_scale_) * o_.moe_aux_loss_coef * E / N;
   std::vector<double>& dp = s.dp;
   dp.resize(static_cast<size_t>(E));
