@@ -3,7 +3,6 @@
 // loss/stop exchange.
 #include "worker/data_parallel.h"
 
-#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -20,7 +19,7 @@
 #include "store/shard_file.h"
 #include "worker/comm_adapter.h"
 #include "worker/data_plugin.h"
-#include "worker/expert_comm.h"
+#include "worker/expert_plugin.h"
 #include "worker/tensor_plugin.h"
 
 namespace partrain::worker {
@@ -72,7 +71,7 @@ class ZeroComm final : public engine::model::ShardComm {
 class DataParallelHooks final : public engine::train::StepHooks {
  public:
   DataParallelHooks(const DataParallelRun& run, DataPlugin* plugin, ZeroComm* zero,
-                    TensorPluginComm* tensor, ExpertGroupComm* expert)
+                    TensorPluginComm* tensor, ExpertPluginComm* expert)
       : run_(run), plugin_(plugin), zero_(zero), tensor_(tensor), expert_(expert) {}
 
   Status begin_step(int64_t step) override {
@@ -112,19 +111,20 @@ class DataParallelHooks final : public engine::train::StepHooks {
     PARTRAIN_RETURN_IF_ERROR(plugin_->grads_done(stage() < 2 ? m.grads().ptr<float>() : nullptr));
     if (expert_ != nullptr) {
       PARTRAIN_RETURN_IF_ERROR(expert_->status());
-      PARTRAIN_RETURN_IF_ERROR(reduce_expert_grads(m, sm));
+      PARTRAIN_RETURN_IF_ERROR(reduce_expert_grads(m));
     }
     return reduce_moe_stats(sm);
   }
 
   // ZeRO-1/2: every rank stepped its shard; gather them into the full parameters.
   Status after_step(engine::model::Model& m, engine::train::StepMetrics* sm) override {
-    if (expert_ != nullptr) {  // the all-to-alls and the norm's sum: all exposed
-      PARTRAIN_RETURN_IF_ERROR(expert_->status());
-      sm->ep_comm_ms += expert_->take_comm_ms();
-      sm->comm_ms += sm->ep_comm_ms;
-      sm->exposed_ms += sm->ep_comm_ms;
-      sm->collectives += expert_->take_collectives();
+    if (expert_ != nullptr) {  // the all-to-alls, the norm's sum, the experts' gradients: all exposed
+      partrain_expert_stats_v1_t es{};
+      PARTRAIN_RETURN_IF_ERROR(expert_->step_end(&es));
+      sm->ep_comm_ms += es.comm_ms;
+      sm->comm_ms += es.comm_ms;
+      sm->exposed_ms += es.comm_ms;
+      sm->collectives += static_cast<int>(es.collectives);
     }
     if (tensor_ != nullptr) {  // the regions' collectives: all exposed (each is waited for)
       partrain_tensor_stats_v1_t ts{};
@@ -170,11 +170,10 @@ class DataParallelHooks final : public engine::train::StepHooks {
   int stage() const { return plugin_->plan().stage; }
 
   // Expert parallel: the experts' gradients, summed over the ranks holding the same experts,
-  // divided by dp (see data_parallel.h), one all-reduce per run of consecutive expert
-  // tensors. Their time counts as ep's.
-  Status reduce_expert_grads(engine::model::Model& m, engine::train::StepMetrics* sm) {
+  // divided by dp (see data_parallel.h), one plugin call per run of consecutive expert
+  // tensors (one per MoE block).
+  Status reduce_expert_grads(engine::model::Model& m) {
     const auto& specs = m.table().specs();
-    const auto t0 = std::chrono::steady_clock::now();
     float* grads = m.grads().ptr<float>();
     const float scale = 1.0f / static_cast<float>(run_.dp);
     for (size_t i = 0; i < specs.size();) {
@@ -185,14 +184,8 @@ class DataParallelHooks final : public engine::train::StepHooks {
       const int64_t lo = specs[i].offset;
       while (i < specs.size() && specs[i].expert) ++i;
       const int64_t hi = i < specs.size() ? specs[i].offset : m.num_params();
-      for (int64_t j = lo; j < hi; ++j) grads[j] *= scale;
-      if (run_.expert_dp_comm != nullptr) {
-        PARTRAIN_RETURN_IF_ERROR(run_.expert_dp_comm->all_reduce(grads + lo, static_cast<size_t>(hi - lo),
-                                                                 comm::ReduceOp::kSum)->wait());
-        sm->collectives += 1;
-      }
+      PARTRAIN_RETURN_IF_ERROR(expert_->reduce_expert_grads(grads + lo, static_cast<size_t>(hi - lo), scale));
     }
-    sm->ep_comm_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     return Status::ok();
   }
 
@@ -224,7 +217,7 @@ class DataParallelHooks final : public engine::train::StepHooks {
   DataPlugin* plugin_;  // null on one rank
   ZeroComm* zero_;      // null unless ZeRO
   TensorPluginComm* tensor_;  // null unless tp > 1
-  ExpertGroupComm* expert_;   // null unless ep > 1
+  ExpertPluginComm* expert_;  // null unless ep > 1
   bool stop_ = false;
 };
 
@@ -307,9 +300,10 @@ Status train_data_parallel(const DataParallelRun& run) {
     PARTRAIN_RETURN_IF_ERROR(tensor->init(run.tensor_config, o.tp.sp, run.rank, run.world));
     (*trainer)->model().set_tensor_comm(tensor.get());
   }
-  std::unique_ptr<ExpertGroupComm> expert;
+  std::unique_ptr<ExpertPluginComm> expert;
   if (run.ep > 1) {
-    expert = std::make_unique<ExpertGroupComm>(run.ep_comm);
+    expert = std::make_unique<ExpertPluginComm>(run.expert_plugin, run.ep_comm, run.expert_dp_comm);
+    PARTRAIN_RETURN_IF_ERROR(expert->init(run.expert_config, job.model.moe_experts, run.rank, run.world));
     (*trainer)->model().set_expert_comm(expert.get());
   }
   DataParallelHooks hooks(run, plugin.get(), zero.get(), tensor.get(), expert.get());

@@ -21,7 +21,7 @@
 //
 // Expert parallel (ep > 1, engine/model/expert_parallel.h): each rank holds its E/ep
 // experts of every MoE block and runs them for the tokens of its ep group (all-to-alls on
-// the ep communicator, expert_comm.h). The data plugin averages only the replicated
+// the ep communicator, through the expert plugin: expert_plugin.h). The data plugin averages only the replicated
 // parameters over the dp group; an expert's gradient already sums the contributions of
 // every ep rank's micro-batches (each scaled 1/m), so it is summed over the
 // expert-data-parallel group and divided by dp: b/G per micro-batch, the single-rank
@@ -35,6 +35,7 @@
 #include "common/status.h"
 #include "config/job_config.h"
 #include "layout/layout.h"
+#include "partrain/expert.h"
 #include "partrain/plugin.h"
 #include "partrain/tensor.h"
 #include "store/manifest.h"
@@ -69,6 +70,8 @@ struct DataParallelRun {
   int expert_dp_rank = 0;
   comm::Communicator* ep_comm = nullptr;
   comm::Communicator* expert_dp_comm = nullptr;
+  const partrain_expert_v1_t* expert_plugin = nullptr;  // set when ep > 1
+  std::string expert_config;                            // its [plugins.NAME] table
   std::atomic<bool>* stop = nullptr;  // set by SIGTERM: stop at the next step boundary
   // Checkpoints: where shards go, who commits them (null: no checkpoints), and the
   // checkpoint to resume from (null: a fresh start).

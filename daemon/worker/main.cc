@@ -2,8 +2,8 @@
 // rank and the rendezvous address from the environment the agent sets (PARTRAIN_RANK,
 // PARTRAIN_WORLD, PARTRAIN_COORDINATOR, PARTRAIN_JOB_SECRET, PARTRAIN_SPEC), resolves the
 // same job the agent resolved, builds a communicator per layout group it needs through the
-// store (dp; tp when tp > 1), loads the data plugin (and the tensor plugin "tp") from the
-// site's plugin directory, and trains.
+// store (dp; tp when tp > 1; ep and expert_dp when ep > 1), loads the data plugin (and the
+// tensor plugin "tp", the expert plugin "ep") from the site's plugin directory, and trains.
 //
 //   partrain-worker JOB.toml
 //
@@ -31,6 +31,7 @@
 #include "config/site_config.h"
 #include "layout/layout.h"
 #include "plugin/loader.h"
+#include "plugin/expert_loader.h"
 #include "plugin/tensor_loader.h"
 #include "store/shard_file.h"
 #include "worker/checkpoint_commit.h"
@@ -127,6 +128,7 @@ Status run(const std::string& job_path) {
   std::unique_ptr<comm::Communicator> dp_comm, tp_comm, ep_comm, expert_dp_comm;
   std::unique_ptr<plugin::Plugin> data_plugin;
   std::unique_ptr<plugin::TensorPlugin> tensor_plugin;
+  std::unique_ptr<plugin::ExpertPlugin> expert_plugin;
   // A loopback coordinator means every rank is on this machine: loopback. Else the agent's
   // address for this node (Slurm's NodeAddr), else the node name.
   comm::GlooOptions go;
@@ -159,6 +161,15 @@ Status run(const std::string& job_path) {
     Result<std::unique_ptr<comm::Communicator>> c = comm::create_gloo_communicator(spec, *store, go);
     if (!c) return c.status();
     *out = std::move(c).value();
+  }
+  if (layout->ep() > 1) {  // the expert plugin "ep" on them
+    Result<std::unique_ptr<plugin::ExpertPlugin>> p = plugin::find_expert_plugin(site->plugin_dir, "ep");
+    if (!p) return Status::invalid(p.status().message());
+    expert_plugin = std::move(p).value();
+    if (*rank == 0) {
+      log::info("worker", "expert plugin {} {} from {} (ep{}, expert_dp{})", expert_plugin->info().name,
+                expert_plugin->info().version, expert_plugin->info().path, layout->ep(), layout->expert_dp());
+    }
   }
   if (layout->dp() > 1) {
     const std::vector<int> members = layout->group(Axis::kDp, *rank);
@@ -209,6 +220,11 @@ Status run(const std::string& job_path) {
   r.expert_dp_rank = coord.expert_dp;
   r.ep_comm = ep_comm.get();
   r.expert_dp_comm = expert_dp_comm.get();
+  r.expert_plugin = expert_plugin ? expert_plugin->api() : nullptr;
+  if (expert_plugin) {
+    auto it = job->plugin_tables.find(expert_plugin->info().name);
+    if (it != job->plugin_tables.end()) r.expert_config = it->second;
+  }
   r.stop = &g_stop;
   r.ckpt_root = store::checkpoint_root(job->checkpoint.dir, job->run_dir);
   r.committer = &committer;

@@ -1,4 +1,5 @@
-// Expert parallelism end to end (engine/model/expert_parallel.h, worker/expert_comm.h):
+// Expert parallelism end to end (engine/model/expert_parallel.h, the ep plugin:
+// plugins/expert/ep, worker/expert_plugin.h):
 // ep2 on dp2, ep4 on dp4 and ep2 on dp4 (expert-data-parallel groups of 2) train exactly
 // what one rank trains on etc/examples/moe-tiny.toml (4 experts, top-2, 20 steps, 1e-5
 // relative): with a capacity that drops nothing and with one that drops tokens, the
@@ -97,6 +98,7 @@ TEST_P(EpMatchesOneRank, OverTwentySteps) {
   Proc p = start({PARTRAIN_CLI, "run", job, spec, "--nproc", std::to_string(c.nproc), "--steps",
                   std::to_string(kSteps)}, env("ep"), dir_, "ep");
   ASSERT_EQ(wait_exit(p.pid), 0) << slurp(p.err);
+  EXPECT_NE(slurp(p.err).find("expert plugin ep "), std::string::npos) << slurp(p.err);
   const std::string ref = dir_ + "/one/metrics.jsonl", got = dir_ + "/ep/metrics.jsonl";
   expect_same_losses(ref, got, kSteps, std::string(c.name) + " " + spec);
   const long long dropped = expect_same_routing(ref, got, c.name);
