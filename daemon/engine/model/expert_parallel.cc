@@ -40,11 +40,8 @@ std::vector<size_t> times(const std::vector<size_t>& rows, int C) {
 }  // namespace
 
 void Model::moe_ep_forward(int l, MoeState& s, const Tensor& x, const Tensor& out) {
-  const BlockParams& p = bp_[static_cast<size_t>(l)];
-  const int E = o_.moe_experts, C = o_.hidden, F = o_.ffn_hidden, P = ep_.size;
+  const int E = o_.moe_experts, C = o_.hidden, P = ep_.size;
   const int El = E / P;
-  const bool gpt2 = o_.arch == Arch::kGpt2;
-  const int FC = gpt2 ? F : 2 * F;
   // The counts first: rank p learns how many rows each source sends to each of its experts.
   s.send_counts.assign(s.count.begin(), s.count.end());
   s.recv_counts.resize(static_cast<size_t>(E));
@@ -76,22 +73,7 @@ void Model::moe_ep_forward(int l, MoeState& s, const Tensor& x, const Tensor& ou
   // Dispatch, the local experts on every source's rows, combine.
   ep_comm_->all_to_allv(s.xsend.ptr<float>(), times(s.plan.send_rows, C), s.xin.ptr<float>(),
                         times(s.plan.recv_rows, C));
-  for (const DispatchPlan::Segment& g : s.plan.segments) {
-    const int M = g.rows;
-    const int64_t r0 = g.row;
-    const size_t ue = static_cast<size_t>(g.local_expert);
-    const Tensor xin = s.xin.slice(r0 * C, {M, C}), h = s.h.slice(r0 * FC, {M, FC});
-    const Tensor a = s.act.slice(r0 * F, {M, F}), y = s.y.slice(r0 * C, {M, C});
-    be_->matmul_forward(h, xin, pspan(p.expert_fc_w[ue], {FC, C}), pspan(p.expert_fc_b[ue], {FC}),
-                        M, C, FC);
-    if (gpt2) {
-      be_->gelu_forward(a, h);
-    } else {
-      be_->swiglu_forward(a, h, M, F);
-    }
-    be_->matmul_forward(y, a, pspan(p.expert_proj_w[ue], {C, F}), pspan(p.expert_proj_b[ue], {C}),
-                        M, F, C);
-  }
+  for (const DispatchPlan::Segment& g : s.plan.segments) expert_forward(l, g.local_expert, s, g.row, g.rows);
   ep_comm_->all_to_allv(s.y.ptr<float>(), times(s.plan.recv_rows, C), s.yback.ptr<float>(),
                         times(s.plan.send_rows, C));
   be_->zero(out);
@@ -105,10 +87,7 @@ void Model::moe_ep_forward(int l, MoeState& s, const Tensor& x, const Tensor& ou
 }
 
 void Model::moe_ep_backward(int l, MoeState& s, const Tensor& dout, const Tensor& dx) {
-  const BlockParams& p = bp_[static_cast<size_t>(l)];
-  const int E = o_.moe_experts, C = o_.hidden, F = o_.ffn_hidden;
-  const bool gpt2 = o_.arch == Arch::kGpt2;
-  const int FC = gpt2 ? F : 2 * F;
+  const int E = o_.moe_experts, C = o_.hidden;
   const int64_t K = s.plan.sent;
   // On the source: d gate = dout . y per kept row (into the slot layout the router's
   // backward reads), and the rows' output gradients gate * dout, sent to the experts.
@@ -134,25 +113,8 @@ void Model::moe_ep_backward(int l, MoeState& s, const Tensor& dout, const Tensor
                         times(s.plan.recv_rows, C));
   // The local experts' backward on every source's rows (weight gradients accumulate).
   for (const DispatchPlan::Segment& g : s.plan.segments) {
-    const int M = g.rows;
-    const int64_t r0 = g.row;
-    const size_t ue = static_cast<size_t>(g.local_expert);
-    const Tensor xin = s.xin.slice(r0 * C, {M, C}), h = s.h.slice(r0 * FC, {M, FC});
-    const Tensor a = s.act.slice(r0 * F, {M, F}), dy = s.dyrecv.slice(r0 * C, {M, C});
-    const Tensor dh = s.dh.slice(0, {M, FC}), da = s.dactv.slice(0, {M, F});
-    const Tensor dxin = s.dxrecv.slice(r0 * C, {M, C});
-    be_->zero(da);
-    be_->matmul_backward(da, gspan(p.expert_proj_w[ue], {C, F}), gspan(p.expert_proj_b[ue], {C}),
-                         dy, a, pspan(p.expert_proj_w[ue], {C, F}), M, F, C);
-    be_->zero(dh);
-    if (gpt2) {
-      be_->gelu_backward(dh, h, da);
-    } else {
-      be_->swiglu_backward(dh, h, da, M, F);
-    }
-    be_->zero(dxin);
-    be_->matmul_backward(dxin, gspan(p.expert_fc_w[ue], {FC, C}), gspan(p.expert_fc_b[ue], {FC}),
-                         dh, xin, pspan(p.expert_fc_w[ue], {FC, C}), M, C, FC);
+    expert_backward(l, g.local_expert, s, g.row, g.rows, s.dyrecv.slice(g.row * C, {g.rows, C}),
+                    s.dxrecv.slice(g.row * C, {g.rows, C}));
   }
   // The input gradients come back to the source and are added to their tokens.
   ep_comm_->all_to_allv(s.dxrecv.ptr<float>(), times(s.plan.recv_rows, C), s.xsend.ptr<float>(),

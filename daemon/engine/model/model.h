@@ -185,6 +185,10 @@ class Model {
   void moe_forward(int l, MoeState& s, const Tensor& x, const Tensor& out);
   void moe_backward(int l, MoeState& s, const Tensor& x, const Tensor& dout, const Tensor& dx);
   void moe_experts_backward(int l, MoeState& s, const Tensor& dout, const Tensor& dx);
+  // Local expert j's MLP on rows [r0, r0 + M) of s.xin (h, act, y the same rows); backward
+  // turns dy [M, C] into dxin [M, C] and accumulates the expert's gradients.
+  void expert_forward(int l, int j, MoeState& s, int64_t r0, int M);
+  void expert_backward(int l, int j, MoeState& s, int64_t r0, int M, const Tensor& dy, const Tensor& dxin);
   void moe_router_backward(int l, MoeState& s, const Tensor& x, const Tensor& dx);
   // Expert parallel (expert_parallel.cc): dispatch, the local experts, combine; backward
   // also leaves the combine weights' gradients in s.host_dgate.

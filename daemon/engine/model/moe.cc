@@ -69,9 +69,7 @@ Status Model::moe_allocate(int /*l*/, MoeState& s) {
 
 void Model::moe_forward(int l, MoeState& s, const Tensor& x, const Tensor& out) {
   const BlockParams& p = bp_[static_cast<size_t>(l)];
-  const int E = o_.moe_experts, k = o_.moe_top_k, C = o_.hidden, F = o_.ffn_hidden, N = N_;
-  const bool gpt2 = o_.arch == Arch::kGpt2;
-  const int FC = gpt2 ? F : 2 * F;
+  const int E = o_.moe_experts, k = o_.moe_top_k, C = o_.hidden, N = N_;
   // Router logits on the device, probabilities and choices on the host.
   const Tensor logits = s.logits.slice(0, {N, E});
   be_->matmul_forward(logits, x, param(p.router), Tensor{}, N, C, E);
@@ -147,21 +145,53 @@ void Model::moe_forward(int l, MoeState& s, const Tensor& x, const Tensor& out) 
     if (M == 0) continue;
     const int64_t r0 = static_cast<int64_t>(e) * s.cap_max;
     const Tensor idx = s.idx.slice(r0, {M}), gate = s.gate.slice(r0, {M});
-    const Tensor xin = s.xin.slice(r0 * C, {M, C}), h = s.h.slice(r0 * FC, {M, FC});
-    const Tensor a = s.act.slice(r0 * F, {M, F}), y = s.y.slice(r0 * C, {M, C});
-    const size_t ue = static_cast<size_t>(e);
-    be_->gather_rows(xin, x, idx, Tensor{}, M, C);
-    be_->matmul_forward(h, xin, pspan(p.expert_fc_w[ue], {FC, C}), pspan(p.expert_fc_b[ue], {FC}),
-                        M, C, FC);
-    if (gpt2) {
-      be_->gelu_forward(a, h);
-    } else {
-      be_->swiglu_forward(a, h, M, F);
-    }
-    be_->matmul_forward(y, a, pspan(p.expert_proj_w[ue], {C, F}), pspan(p.expert_proj_b[ue], {C}),
-                        M, F, C);
-    be_->scatter_add_rows(out, y, idx, gate, M, C);
+    be_->gather_rows(s.xin.slice(r0 * C, {M, C}), x, idx, Tensor{}, M, C);
+    expert_forward(l, e, s, r0, M);
+    be_->scatter_add_rows(out, s.y.slice(r0 * C, {M, C}), idx, gate, M, C);
   }
+}
+
+void Model::expert_forward(int l, int j, MoeState& s, int64_t r0, int M) {
+  const BlockParams& p = bp_[static_cast<size_t>(l)];
+  const int C = o_.hidden, F = o_.ffn_hidden;
+  const bool gpt2 = o_.arch == Arch::kGpt2;
+  const int FC = gpt2 ? F : 2 * F;
+  const size_t ue = static_cast<size_t>(j);
+  const Tensor xin = s.xin.slice(r0 * C, {M, C}), h = s.h.slice(r0 * FC, {M, FC});
+  const Tensor a = s.act.slice(r0 * F, {M, F}), y = s.y.slice(r0 * C, {M, C});
+  be_->matmul_forward(h, xin, pspan(p.expert_fc_w[ue], {FC, C}), pspan(p.expert_fc_b[ue], {FC}),
+                      M, C, FC);
+  if (gpt2) {
+    be_->gelu_forward(a, h);
+  } else {
+    be_->swiglu_forward(a, h, M, F);
+  }
+  be_->matmul_forward(y, a, pspan(p.expert_proj_w[ue], {C, F}), pspan(p.expert_proj_b[ue], {C}),
+                      M, F, C);
+}
+
+void Model::expert_backward(int l, int j, MoeState& s, int64_t r0, int M, const Tensor& dy,
+                            const Tensor& dxin) {
+  const BlockParams& p = bp_[static_cast<size_t>(l)];
+  const int C = o_.hidden, F = o_.ffn_hidden;
+  const bool gpt2 = o_.arch == Arch::kGpt2;
+  const int FC = gpt2 ? F : 2 * F;
+  const size_t ue = static_cast<size_t>(j);
+  const Tensor xin = s.xin.slice(r0 * C, {M, C}), h = s.h.slice(r0 * FC, {M, FC});
+  const Tensor a = s.act.slice(r0 * F, {M, F});
+  const Tensor dh = s.dh.slice(0, {M, FC}), da = s.dactv.slice(0, {M, F});
+  be_->zero(da);
+  be_->matmul_backward(da, gspan(p.expert_proj_w[ue], {C, F}), gspan(p.expert_proj_b[ue], {C}),
+                       dy, a, pspan(p.expert_proj_w[ue], {C, F}), M, F, C);
+  be_->zero(dh);
+  if (gpt2) {
+    be_->gelu_backward(dh, h, da);
+  } else {
+    be_->swiglu_backward(dh, h, da, M, F);
+  }
+  be_->zero(dxin);
+  be_->matmul_backward(dxin, gspan(p.expert_fc_w[ue], {FC, C}), gspan(p.expert_fc_b[ue], {FC}),
+                       dh, xin, pspan(p.expert_fc_w[ue], {FC, C}), M, C, FC);
 }
 
 void Model::moe_backward(int l, MoeState& s, const Tensor& x, const Tensor& dout,
@@ -179,35 +209,17 @@ void Model::moe_backward(int l, MoeState& s, const Tensor& x, const Tensor& dout
 }
 
 void Model::moe_experts_backward(int l, MoeState& s, const Tensor& dout, const Tensor& dx) {
-  const BlockParams& p = bp_[static_cast<size_t>(l)];
-  const int E = o_.moe_experts, C = o_.hidden, F = o_.ffn_hidden;
-  const bool gpt2 = o_.arch == Arch::kGpt2;
-  const int FC = gpt2 ? F : 2 * F;
+  const int E = o_.moe_experts, C = o_.hidden;
   // Experts: d gate = dout . y per kept slot; dy = gate * dout; back through the MLP.
   for (int e = 0; e < E; ++e) {
     const int M = s.count[static_cast<size_t>(e)];
     if (M == 0) continue;
     const int64_t r0 = static_cast<int64_t>(e) * s.cap_max;
-    const size_t ue = static_cast<size_t>(e);
     const Tensor idx = s.idx.slice(r0, {M}), gate = s.gate.slice(r0, {M});
-    const Tensor xin = s.xin.slice(r0 * C, {M, C}), h = s.h.slice(r0 * FC, {M, FC});
-    const Tensor a = s.act.slice(r0 * F, {M, F}), y = s.y.slice(r0 * C, {M, C});
-    const Tensor dy = s.dy.slice(0, {M, C}), dh = s.dh.slice(0, {M, FC});
-    const Tensor da = s.dactv.slice(0, {M, F}), dxin = s.dxin.slice(0, {M, C});
-    be_->gathered_row_dot(s.dgate.slice(r0, {M}), dout, idx, y, M, C);
+    const Tensor dy = s.dy.slice(0, {M, C}), dxin = s.dxin.slice(0, {M, C});
+    be_->gathered_row_dot(s.dgate.slice(r0, {M}), dout, idx, s.y.slice(r0 * C, {M, C}), M, C);
     be_->gather_rows(dy, dout, idx, gate, M, C);
-    be_->zero(da);
-    be_->matmul_backward(da, gspan(p.expert_proj_w[ue], {C, F}), gspan(p.expert_proj_b[ue], {C}),
-                         dy, a, pspan(p.expert_proj_w[ue], {C, F}), M, F, C);
-    be_->zero(dh);
-    if (gpt2) {
-      be_->gelu_backward(dh, h, da);
-    } else {
-      be_->swiglu_backward(dh, h, da, M, F);
-    }
-    be_->zero(dxin);
-    be_->matmul_backward(dxin, gspan(p.expert_fc_w[ue], {FC, C}), gspan(p.expert_fc_b[ue], {FC}),
-                         dh, xin, pspan(p.expert_fc_w[ue], {FC, C}), M, C, FC);
+    expert_backward(l, e, s, r0, M, dy, dxin);
     be_->scatter_add_rows(dx, dxin, idx, Tensor{}, M, C);
   }
 }
