@@ -2,7 +2,8 @@
 // plugins/expert/ep, worker/expert_plugin.h):
 // ep2 on dp2, ep4 on dp4 and ep2 on dp4 (expert-data-parallel groups of 2) train exactly
 // what one rank trains on etc/examples/moe-tiny.toml (4 experts, top-2, 20 steps, 1e-5
-// relative): with a capacity that drops nothing and with one that drops tokens, the
+// relative; also with dropout and full recompute, and a LLaMA MoE with SwiGLU experts):
+// with a capacity that drops nothing and with one that drops tokens, the
 // per-expert token counts and dropped tokens equal one rank's at every step; a checkpoint
 // written on ep2 resumes on ep4; the layouts the model or the runtime cannot take are
 // refused with exit 2 and the fix.
@@ -21,15 +22,22 @@ namespace {
 using namespace partrain::testing_runtime;
 
 const std::string kMoe = std::string(PARTRAIN_SOURCE_DIR) + "/etc/examples/moe-tiny.toml";
+const std::string kLlama = std::string(PARTRAIN_SOURCE_DIR) + "/etc/examples/llama-tiny.toml";
 constexpr int kSteps = 20;
 
-// moe-tiny with micro-batches of 2 sequences (global batch 16: 8 micro-batches on one rank,
-// 2 per rank on dp4) and the given capacity factor.
-std::string moe_job(const std::string& dir, const std::string& capacity) {
-  const std::string path = job_copy(kMoe, dir, "job.toml", "");
+// moe-tiny (or, for `llama`, llama-tiny given the same experts) with micro-batches of 2
+// sequences (global batch 16: 8 micro-batches on one rank, 2 per rank on dp4), the given
+// capacity factor and `model` (more [model] keys).
+std::string moe_job(const std::string& dir, const std::string& capacity, const std::string& model = "",
+                    bool llama = false) {
+  const std::string path = job_copy(llama ? kLlama : kMoe, dir, "job.toml", "");
   std::string text = slurp(path);
+  if (llama) {
+    text.replace(text.find("[model]\n"), 8, "[model]\nmoe_experts = 4\nmoe_top_k = 2\nmoe_every = 1\n"
+                                            "moe_capacity_factor = 1.25\nmoe_aux_loss_coef = 0.01\n");
+  }
   for (auto [from, to] : {std::pair<std::string, std::string>{"micro_batch = 8", "micro_batch = 2"},
-                          {"moe_capacity_factor = 1.25", "moe_capacity_factor = " + capacity}}) {
+                          {"moe_capacity_factor = 1.25", "moe_capacity_factor = " + capacity + "\n" + model}}) {
     const size_t at = text.find(from);
     EXPECT_NE(at, std::string::npos) << from;
     if (at != std::string::npos) text.replace(at, from.size(), to);
@@ -82,6 +90,8 @@ struct Case {
   int nproc;
   const char* capacity;  // moe_capacity_factor
   bool drops;            // does this capacity drop tokens on one rank?
+  const char* model = "";  // more [model] keys
+  bool llama = false;      // llama-tiny with moe-tiny's experts instead of moe-tiny
 };
 
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
@@ -91,7 +101,7 @@ class EpMatchesOneRank : public Runtime, public ::testing::WithParamInterface<Ca
 // The reference is `partrain run` on one rank (the engine's trainer, all experts local).
 TEST_P(EpMatchesOneRank, OverTwentySteps) {
   const Case c = GetParam();
-  const std::string job = moe_job(dir_, c.capacity);
+  const std::string job = moe_job(dir_, c.capacity, c.model, c.llama);
   Proc one = start({PARTRAIN_CLI, "run", job, "--steps", std::to_string(kSteps)}, env("one"), dir_, "one");
   ASSERT_EQ(wait_exit(one.pid), 0) << slurp(one.err);
   const std::string spec = std::string("--partrain=") + c.spec;
@@ -120,7 +130,10 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"ep4_dp4", "dp4,ep4", 4, "2.0", false},
                       Case{"ep4_dp4_dropping", "dp4,ep4", 4, "1.0", true},
                       Case{"ep2_dp4", "dp4,ep2", 4, "2.0", false},
-                      Case{"ep2_dp4_dropping", "dp4,ep2", 4, "1.0", true}),
+                      Case{"ep2_dp4_dropping", "dp4,ep2", 4, "1.0", true},
+                      Case{"ep2_dp4_dropout_full_recompute", "dp4,ep2", 4, "1.0", true,
+                           "dropout = 0.1\nrecompute = \"full\""},
+                      Case{"llama_ep2_dp2_dropping", "dp2,ep2", 2, "1.0", true, "", true}),
     [](const ::testing::TestParamInfo<Case>& i) { return std::string(i.param.name); });
 
 // Expert shards are saved under their logical names: 10 steps on ep2 x dp2 (each rank
