@@ -118,6 +118,19 @@ TEST_P(EpMatchesOneRank, OverTwentySteps) {
   } else {
     EXPECT_EQ(dropped, 0);
   }
+  // Each rank holds the replicated parameters and its E/ep experts, by hand (moe-tiny: V 256,
+  // T 64, C 128, F 512, 2 blocks of 4 experts): wte + wpe + per block (ln_1, c_attn, c_proj,
+  // ln_2, router) + ln_f, and per expert c_fc + c_proj with biases.
+  if (!c.llama) {
+    const double replicated = 256 * 128 + 64 * 128 + 2 * (256 + (3 * 128 * 128 + 384) + (128 * 128 + 128) + 256 + 4 * 128) + 256;
+    const double expert = (512 * 128 + 512) + (128 * 512 + 128);
+    const int ep = c.spec[std::string(c.spec).find("ep") + 2] - '0';
+    for (int r = 0; r < c.nproc; ++r) {
+      const std::string m = slurp(dir_ + "/ep/memory.rank" + std::to_string(r) + ".json");
+      EXPECT_EQ(field(m, "weights"), 4 * (replicated + 2 * 4 * expert / ep)) << c.name << " rank " << r;
+      EXPECT_EQ(field(m, "optimizer"), 8 * (replicated + 2 * 4 * expert / ep)) << c.name << " rank " << r;
+    }
+  }
   // The ep collectives are reported; one rank's counts are printed too.
   EXPECT_FALSE(column(got, "ep_comm_ms").front().empty()) << slurp(got);
   EXPECT_NE(slurp(one.out).find("dropped"), std::string::npos);
