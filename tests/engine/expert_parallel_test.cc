@@ -1,7 +1,8 @@
 // Expert parallelism in the engine (engine/model/expert_parallel.h): the dispatch plan's
 // bookkeeping by hand, with uneven and zero counts; and two expert-parallel ranks (threads,
 // an in-process all-to-all) computing exactly the single-rank model's losses and
-// gradients on the same two micro-batches, with and without dropping, including a
+// gradients on the same two micro-batches, with and without dropping, with a dense block
+// between MoE blocks, including a
 // micro-batch that sends no rows at all to the other rank.
 #include <gtest/gtest.h>
 #include <omp.h>
@@ -226,7 +227,8 @@ bool check_ep2_equals_one_rank(const ModelOptions& o, uint32_t seed, bool drops 
       }
     }
   }
-  EXPECT_EQ(experts_seen, 2 * 4 * (o.arch == Arch::kGpt2 ? 4 : 3));  // 2 blocks, all experts once
+  const int moe_blocks = o.layers / o.moe_every;
+  EXPECT_EQ(experts_seen, moe_blocks * 4 * (o.arch == Arch::kGpt2 ? 4 : 3));  // every expert once
   // The parameters of one rank's experts are the single-rank model's (init by name).
   const std::vector<float> p1 = (*one)->params_to_host(), p0 = ep[1]->params_to_host();
   for (const ParamSpec& s : ep[1]->table().specs()) {
@@ -247,6 +249,13 @@ bool check_ep2_equals_one_rank(const ModelOptions& o, uint32_t seed, bool drops 
 TEST(ExpertParallel, TwoRanksEqualOneRankTop2NoDropping) {
   omp_set_num_threads(1);
   check_ep2_equals_one_rank(moe(Arch::kGpt2, 2, 4.0f), 3);
+}
+
+TEST(ExpertParallel, TwoRanksEqualOneRankWithADenseBlock) {
+  omp_set_num_threads(1);
+  ModelOptions o = moe(Arch::kGpt2, 2, 1.0f);
+  o.moe_every = 2;  // block 0 dense, block 1 MoE
+  check_ep2_equals_one_rank(o, 11);
 }
 
 TEST(ExpertParallel, TwoRanksEqualOneRankLlamaWithDropping) {
