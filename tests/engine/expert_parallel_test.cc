@@ -1,9 +1,8 @@
 // Expert parallelism in the engine (engine/model/expert_parallel.h): the dispatch plan's
 // bookkeeping by hand, with uneven and zero counts; and two expert-parallel ranks (threads,
 // an in-process all-to-all) computing exactly the single-rank model's losses and
-// gradients on the same two micro-batches, with and without dropping, with a dense block
-// between MoE blocks, including a
-// micro-batch that sends no rows at all to the other rank.
+// gradients on the same two micro-batches: with and without dropping, with a dense block
+// between MoE blocks, and with a micro-batch that sends no rows at all to the other rank.
 #include <gtest/gtest.h>
 #include <omp.h>
 
