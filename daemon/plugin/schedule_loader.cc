@@ -2,6 +2,7 @@
 // both can change independently; the permission checks are loader.cc's.
 #include "plugin/schedule_loader.h"
 
+#include "plugin/expert_loader.h"
 #include "plugin/tensor_loader.h"
 #include "plugin/versioned_library.h"
 
@@ -117,9 +118,15 @@ Result<std::vector<ListEntry>> list_all_plugins(const std::string& dir) {
       continue;
     }
     Result<std::unique_ptr<TensorPlugin>> t = open_tensor_plugin(e.path, &exports);
+    if (exports) {
+      e.status = t ? Status::ok() : t.status();
+      if (t) e.info = (*t)->info();
+      continue;
+    }
+    Result<std::unique_ptr<ExpertPlugin>> x = open_expert_plugin(e.path, &exports);
     if (!exports) continue;  // no other family either: keep the data family's refusal
-    e.status = t ? Status::ok() : t.status();
-    if (t) e.info = (*t)->info();
+    e.status = x ? Status::ok() : x.status();
+    if (x) e.info = (*x)->info();
   }
   return list;
 }

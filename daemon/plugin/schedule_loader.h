@@ -53,8 +53,8 @@ Result<std::unique_ptr<SchedulePlugin>> load_schedule_plugin(const std::string& 
 Result<std::unique_ptr<SchedulePlugin>> find_schedule_plugin(const std::string& dir,
                                                              const std::string& name);
 
-// list_plugins (loader.h) with the schedule and tensor plugins among them described
-// (family "pipeline", "tensor") instead of refused for lacking partrain_strategy_v1.
+// list_plugins (loader.h) with the schedule, tensor and expert plugins among them described
+// (family "pipeline", "tensor", "expert") instead of refused for lacking partrain_strategy_v1.
 Result<std::vector<ListEntry>> list_all_plugins(const std::string& dir);
 
 }  // namespace partrain::plugin

@@ -130,6 +130,20 @@ std::vector<PieceView> TensorParallelLayout::restore_views(train::Trainer& train
   return table_views(trainer, 0, trainer.model().num_params(), true);
 }
 
+std::vector<PieceView> ExpertParallelLayout::save_views(train::Trainer& trainer) {
+  const engine::model::ParamTable& table = trainer.model().table();
+  std::vector<LogicalTensor> replicated, experts;
+  const std::vector<LogicalTensor> all = logical_tensors(table);
+  for (size_t i = 0; i < all.size(); ++i) (table.specs()[i].expert ? experts : replicated).push_back(all[i]);
+  std::vector<PieceSpec> pieces = dp_slice_pieces(replicated, dp_, dp_rank_);
+  for (PieceSpec& p : dp_slice_pieces(experts, expert_dp_, expert_dp_rank_)) pieces.push_back(std::move(p));
+  return views_of(trainer, pieces);
+}
+
+std::vector<PieceView> ExpertParallelLayout::restore_views(train::Trainer& trainer) {
+  return views_of(trainer, dp_slice_pieces(logical_tensors(trainer.model().table()), 1, 0));
+}
+
 Status restore_views(engine::Backend& backend, const std::string& root, const Checkpoint& c,
                      const std::vector<PieceView>& views) {
   std::vector<float> host;

@@ -88,6 +88,22 @@ class TensorParallelLayout final : public StateLayout {
   int tp_rank_, dp_, dp_rank_;
 };
 
+// An expert-parallel rank (ep > 1, no ZeRO, no tp): it holds the replicated tensors whole and
+// only its ep shard's experts (engine/model/expert_parallel.h), under their logical names.
+// dp rank d writes the d-th 1/dp slice of every replicated tensor; of its experts, the
+// expert-data-parallel rank e writes the e-th 1/expert_dp slice (the ranks holding the same
+// experts share them). A restore reads every local tensor back, from pieces of any layout.
+class ExpertParallelLayout final : public StateLayout {
+ public:
+  ExpertParallelLayout(int dp, int dp_rank, int expert_dp, int expert_dp_rank)
+      : dp_(dp), dp_rank_(dp_rank), expert_dp_(expert_dp), expert_dp_rank_(expert_dp_rank) {}
+  std::vector<PieceView> save_views(engine::train::Trainer& trainer) override;
+  std::vector<PieceView> restore_views(engine::train::Trainer& trainer) override;
+
+ private:
+  int dp_, dp_rank_, expert_dp_, expert_dp_rank_;
+};
+
 // Fills every view from the checkpoint's pieces (of any layout: each range is read from
 // whichever pieces overlap it, every piece read is verified).
 Status restore_views(engine::Backend& backend, const std::string& root, const Checkpoint& c,

@@ -67,6 +67,17 @@ int all_gather(void* ctx, const float* in, float* out, const size_t* counts, voi
   });
 }
 
+int all_to_allv(void* ctx, const float* in, const size_t* send_counts, float* out,
+                const size_t* recv_counts, void** work, char* err, size_t err_len) noexcept {
+  if (send_counts == nullptr || recv_counts == nullptr) {
+    return fail(PARTRAIN_EINVAL, "all_to_allv: counts is NULL", err, err_len);
+  }
+  return start("all_to_allv", work, err, err_len, [&] {
+    return static_cast<comm::Communicator*>(ctx)->all_to_allv(in, counts_of(ctx, send_counts), out,
+                                                               counts_of(ctx, recv_counts));
+  });
+}
+
 int broadcast(void* ctx, float* data, size_t count, int root, void** work, char* err,
               size_t err_len) noexcept {
   return start("broadcast", work, err, err_len, [&] {
@@ -112,6 +123,16 @@ partrain_comm_v2_t make_plugin_comm_v2(comm::Communicator* comm) {
   c.all_gather = &all_gather;
   c.broadcast = &broadcast;
   return c;
+}
+
+partrain_alltoall_v1_t make_plugin_all_to_all(comm::Communicator* comm) {
+  partrain_alltoall_v1_t a{};
+  a.ctx = comm;
+  a.rank = comm->rank();
+  a.size = comm->size();
+  a.all_to_allv = &all_to_allv;
+  a.wait = &wait;
+  return a;
 }
 
 }  // namespace partrain::worker

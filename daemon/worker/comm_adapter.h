@@ -1,9 +1,11 @@
-// The host side of partrain_comm_v1_t and partrain_comm_v2_t (include/partrain/plugin.h): a layout group's
+// The host side of partrain_comm_v1_t and partrain_comm_v2_t (include/partrain/plugin.h) and
+// of partrain_alltoall_v1_t (include/partrain/expert.h): a layout group's
 // Communicator offered to plugins through the C ABI. Work handles cross the boundary as
 // opaque pointers; failures come back as PARTRAIN_EUNAVAIL plus the Status message.
 #pragma once
 
 #include "comm/communicator.h"
+#include "partrain/expert.h"
 #include "partrain/plugin.h"
 
 namespace partrain::worker {
@@ -12,5 +14,7 @@ namespace partrain::worker {
 partrain_comm_v1_t make_plugin_comm(comm::Communicator* comm);
 // The same with v2's reduce-scatter, all-gather and broadcast.
 partrain_comm_v2_t make_plugin_comm_v2(comm::Communicator* comm);
+// The all-to-all with per-rank counts of the expert family (include/partrain/expert.h).
+partrain_alltoall_v1_t make_plugin_all_to_all(comm::Communicator* comm);
 
 }  // namespace partrain::worker

@@ -19,6 +19,7 @@
 #include "store/shard_file.h"
 #include "worker/comm_adapter.h"
 #include "worker/data_plugin.h"
+#include "worker/expert_plugin.h"
 #include "worker/tensor_plugin.h"
 
 namespace partrain::worker {
@@ -70,8 +71,8 @@ class ZeroComm final : public engine::model::ShardComm {
 class DataParallelHooks final : public engine::train::StepHooks {
  public:
   DataParallelHooks(const DataParallelRun& run, DataPlugin* plugin, ZeroComm* zero,
-                    TensorPluginComm* tensor)
-      : run_(run), plugin_(plugin), zero_(zero), tensor_(tensor) {}
+                    TensorPluginComm* tensor, ExpertPluginComm* expert)
+      : run_(run), plugin_(plugin), zero_(zero), tensor_(tensor), expert_(expert) {}
 
   Status begin_step(int64_t step) override {
     if (plugin_ == nullptr) return Status::ok();
@@ -96,7 +97,7 @@ class DataParallelHooks final : public engine::train::StepHooks {
 
   // Backward is done: hand over what no block did (embeddings, final norm, head), back to
   // front, then wait for every bucket.
-  Status sync_grads(engine::model::Model& m, engine::train::StepMetrics* /*sm*/) override {
+  Status sync_grads(engine::model::Model& m, engine::train::StepMetrics* sm) override {
     if (tensor_ != nullptr) PARTRAIN_RETURN_IF_ERROR(tensor_->status());
     if (plugin_ == nullptr) return Status::ok();
     if (stage() < 2) {
@@ -107,11 +108,24 @@ class DataParallelHooks final : public engine::train::StepHooks {
       handed_.assign(handed_.size(), false);  // the next step starts over
     }
     if (zero_ != nullptr) PARTRAIN_RETURN_IF_ERROR(zero_->status());
-    return plugin_->grads_done(stage() < 2 ? m.grads().ptr<float>() : nullptr);
+    PARTRAIN_RETURN_IF_ERROR(plugin_->grads_done(stage() < 2 ? m.grads().ptr<float>() : nullptr));
+    if (expert_ != nullptr) {
+      PARTRAIN_RETURN_IF_ERROR(expert_->status());
+      PARTRAIN_RETURN_IF_ERROR(reduce_expert_grads(m));
+    }
+    return reduce_moe_stats(sm);
   }
 
   // ZeRO-1/2: every rank stepped its shard; gather them into the full parameters.
   Status after_step(engine::model::Model& m, engine::train::StepMetrics* sm) override {
+    if (expert_ != nullptr) {  // the all-to-alls, the norm's sum, the experts' gradients: all exposed
+      partrain_expert_stats_v1_t es{};
+      PARTRAIN_RETURN_IF_ERROR(expert_->step_end(&es));
+      sm->ep_comm_ms += es.comm_ms;
+      sm->comm_ms += es.comm_ms;
+      sm->exposed_ms += es.comm_ms;
+      sm->collectives += static_cast<int>(es.collectives);
+    }
     if (tensor_ != nullptr) {  // the regions' collectives: all exposed (each is waited for)
       partrain_tensor_stats_v1_t ts{};
       PARTRAIN_RETURN_IF_ERROR(tensor_->step_end(&ts));
@@ -155,9 +169,44 @@ class DataParallelHooks final : public engine::train::StepHooks {
  private:
   int stage() const { return plugin_->plan().stage; }
 
+  // Expert parallel: the experts' gradients, summed over the ranks holding the same experts,
+  // divided by dp (see data_parallel.h), one plugin call per run of consecutive expert
+  // tensors (one per MoE block).
+  Status reduce_expert_grads(engine::model::Model& m) {
+    const auto& specs = m.table().specs();
+    float* grads = m.grads().ptr<float>();
+    const float scale = 1.0f / static_cast<float>(run_.dp);
+    for (size_t i = 0; i < specs.size();) {
+      if (!specs[i].expert) {
+        ++i;
+        continue;
+      }
+      const int64_t lo = specs[i].offset;
+      while (i < specs.size() && specs[i].expert) ++i;
+      const int64_t hi = i < specs.size() ? specs[i].offset : m.num_params();
+      PARTRAIN_RETURN_IF_ERROR(expert_->reduce_expert_grads(grads + lo, static_cast<size_t>(hi - lo), scale));
+    }
+    return Status::ok();
+  }
+
+  // MoE routing counts and the aux loss of the global batch: summed over the dp group (the
+  // counts are whole numbers well inside float's exact range), the aux loss averaged.
+  Status reduce_moe_stats(engine::train::StepMetrics* sm) {
+    if (sm->experts == 0 || run_.dp_comm == nullptr) return Status::ok();
+    std::vector<float> v(sm->expert_tokens.begin(), sm->expert_tokens.end());
+    v.push_back(static_cast<float>(sm->dropped_tokens));
+    v.push_back(static_cast<float>(sm->aux_loss));
+    PARTRAIN_RETURN_IF_ERROR(run_.dp_comm->all_reduce(v.data(), v.size(), comm::ReduceOp::kSum)->wait());
+    for (size_t i = 0; i < sm->expert_tokens.size(); ++i) sm->expert_tokens[i] = static_cast<int64_t>(v[i]);
+    sm->dropped_tokens = static_cast<int64_t>(v[v.size() - 2]);
+    sm->aux_loss = static_cast<double>(v.back()) / run_.dp;
+    return Status::ok();
+  }
+
   Status hand_over(engine::model::Model& m, size_t i) {
     const auto& spec = m.table().specs()[i];
     handed_[i] = true;
+    if (spec.expert && run_.ep > 1) return Status::ok();  // reduce_expert_grads' part
     return plugin_->grads_ready(m.grads().ptr<float>() + spec.offset,
                                 static_cast<size_t>(spec.offset), static_cast<size_t>(spec.numel()),
                                 stage() == 1 ? m.shard_grads().ptr<float>() : nullptr);
@@ -168,6 +217,7 @@ class DataParallelHooks final : public engine::train::StepHooks {
   DataPlugin* plugin_;  // null on one rank
   ZeroComm* zero_;      // null unless ZeRO
   TensorPluginComm* tensor_;  // null unless tp > 1
+  ExpertPluginComm* expert_;  // null unless ep > 1
   bool stop_ = false;
 };
 
@@ -207,6 +257,7 @@ Status train_data_parallel(const DataParallelRun& run) {
   o.dp = run.dp;
   o.dp_rank = run.dp_rank;
   o.tp = engine::model::TensorOptions{run.tp_rank, run.tp, run.tp > 1 && run.sp};
+  o.ep = engine::model::ExpertOptions{run.ep_rank, run.ep};
   // MFU against the hardware profile the user named (PARTRAIN_HARDWARE), else `cpu`.
   const char* hardware = std::getenv("PARTRAIN_HARDWARE");
   Result<planner::RunAccounting> acct = planner::run_accounting(job.model, "cpu", hardware ? hardware : "");
@@ -221,7 +272,12 @@ Status train_data_parallel(const DataParallelRun& run) {
   if (run.plugin_v1 != nullptr || run.plugin_v2 != nullptr) {
     plugin = std::make_unique<DataPlugin>(run.plugin_v1, run.plugin_v2);
     // This rank's flat buffer: its tensor-parallel pieces under tp.
-    const size_t num_params = static_cast<size_t>(engine::model::build_param_table(job.model, o.tp).total());
+    // Under ep the experts are reduced apart: the plugin sees the replicated parameters.
+    size_t num_params = 0;
+    const engine::model::ParamTable table = engine::model::build_param_table(job.model, o.tp, o.ep);
+    for (const auto& spec : table.specs()) {
+      if (!(spec.expert && run.ep > 1)) num_params += static_cast<size_t>(spec.numel());
+    }
     constexpr uint64_t kFeatures = PARTRAIN_HOST_SHARD_OPTIMIZER | PARTRAIN_HOST_SHARD_GRADS |
                                    PARTRAIN_HOST_SHARD_PARAMS;
     PARTRAIN_RETURN_IF_ERROR(plugin->init(run.plugin_config, run.dp_comm, run.rank, num_params, kFeatures));
@@ -244,7 +300,13 @@ Status train_data_parallel(const DataParallelRun& run) {
     PARTRAIN_RETURN_IF_ERROR(tensor->init(run.tensor_config, o.tp.sp, run.rank, run.world));
     (*trainer)->model().set_tensor_comm(tensor.get());
   }
-  DataParallelHooks hooks(run, plugin.get(), zero.get(), tensor.get());
+  std::unique_ptr<ExpertPluginComm> expert;
+  if (run.ep > 1) {
+    expert = std::make_unique<ExpertPluginComm>(run.expert_plugin, run.ep_comm, run.expert_dp_comm);
+    PARTRAIN_RETURN_IF_ERROR(expert->init(run.expert_config, job.model.moe_experts, run.rank, run.world));
+    (*trainer)->model().set_expert_comm(expert.get());
+  }
+  DataParallelHooks hooks(run, plugin.get(), zero.get(), tensor.get(), expert.get());
   (*trainer)->set_hooks(&hooks);
   // What this rank writes and reads back: plain dp holds everything (and writes its 1/dp
   // slice of it); a ZeRO rank its shard of the flat buffer; a tp rank its logical pieces
@@ -260,6 +322,9 @@ Status train_data_parallel(const DataParallelRun& run) {
     layout = std::make_unique<store::ZeroStateLayout>(plugin->plan().stage);
   } else if (run.tp > 1) {
     layout = std::make_unique<store::TensorParallelLayout>(run.tp_rank, run.dp, run.dp_rank);
+  } else if (run.ep > 1) {
+    layout = std::make_unique<store::ExpertParallelLayout>(run.dp, run.dp_rank, run.expert_dp,
+                                                           run.expert_dp_rank);
   }
   // Resume: every rank reads what it holds back from the pieces (written on any dp size or
   // ZeRO stage); the step fixes the data, dropout and learning rate from there on.
@@ -295,6 +360,7 @@ Status train_data_parallel(const DataParallelRun& run) {
   if (saver && s.is_ok()) s = saver->wait();
   if (zero && s.is_ok()) s = zero->status();
   if (tensor && s.is_ok()) s = tensor->status();
+  if (expert && s.is_ok()) s = expert->status();
   if (s.is_ok() && !job.run_dir.empty()) {
     s = write_memory(job.run_dir, run.rank, (*trainer)->backend().memory());
   }
@@ -303,6 +369,8 @@ Status train_data_parallel(const DataParallelRun& run) {
   // frees its memory.
   if (!s.is_ok() && run.dp_comm != nullptr) run.dp_comm->abort(s.message());
   if (!s.is_ok() && run.tp_comm != nullptr) run.tp_comm->abort(s.message());
+  if (!s.is_ok() && run.ep_comm != nullptr) run.ep_comm->abort(s.message());
+  if (!s.is_ok() && run.expert_dp_comm != nullptr) run.expert_dp_comm->abort(s.message());
   plugin.reset();
   return s;
 }

@@ -18,6 +18,14 @@
 // coordinate's), builds its pieces of the model (engine/model/tensor_parallel.h) and runs
 // the regions' collectives through the tensor plugin on the tp communicator; the dp groups
 // (one per tp coordinate) sync each rank's local gradients as above.
+//
+// Expert parallel (ep > 1, engine/model/expert_parallel.h): each rank holds its E/ep
+// experts of every MoE block and runs them for the tokens of its ep group (all-to-alls on
+// the ep communicator, through the expert plugin: expert_plugin.h). The data plugin averages only the replicated
+// parameters over the dp group; an expert's gradient already sums the contributions of
+// every ep rank's micro-batches (each scaled 1/m), so it is summed over the
+// expert-data-parallel group and divided by dp: b/G per micro-batch, the single-rank
+// weighting.
 #pragma once
 
 #include <atomic>
@@ -27,6 +35,7 @@
 #include "common/status.h"
 #include "config/job_config.h"
 #include "layout/layout.h"
+#include "partrain/expert.h"
 #include "partrain/plugin.h"
 #include "partrain/tensor.h"
 #include "store/manifest.h"
@@ -53,6 +62,16 @@ struct DataParallelRun {
   comm::Communicator* tp_comm = nullptr;
   const partrain_tensor_v1_t* tensor_plugin = nullptr;
   std::string tensor_config;
+  // Expert parallel: degree, coordinate, the ep group (set when ep > 1) and the
+  // expert-data-parallel group (the ranks holding the same experts; set when dp / ep > 1).
+  int ep = 1;
+  int ep_rank = 0;
+  int expert_dp = 1;
+  int expert_dp_rank = 0;
+  comm::Communicator* ep_comm = nullptr;
+  comm::Communicator* expert_dp_comm = nullptr;
+  const partrain_expert_v1_t* expert_plugin = nullptr;  // set when ep > 1
+  std::string expert_config;                            // its [plugins.NAME] table
   std::atomic<bool>* stop = nullptr;  // set by SIGTERM: stop at the next step boundary
   // Checkpoints: where shards go, who commits them (null: no checkpoints), and the
   // checkpoint to resume from (null: a fresh start).

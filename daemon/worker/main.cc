@@ -2,8 +2,8 @@
 // rank and the rendezvous address from the environment the agent sets (PARTRAIN_RANK,
 // PARTRAIN_WORLD, PARTRAIN_COORDINATOR, PARTRAIN_JOB_SECRET, PARTRAIN_SPEC), resolves the
 // same job the agent resolved, builds a communicator per layout group it needs through the
-// store (dp; tp when tp > 1), loads the data plugin (and the tensor plugin "tp") from the
-// site's plugin directory, and trains.
+// store (dp; tp when tp > 1; ep and expert_dp when ep > 1), loads the data plugin (and the
+// tensor plugin "tp", the expert plugin "ep") from the site's plugin directory, and trains.
 //
 //   partrain-worker JOB.toml
 //
@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <optional>
 #include <string>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -30,6 +31,7 @@
 #include "config/site_config.h"
 #include "layout/layout.h"
 #include "plugin/loader.h"
+#include "plugin/expert_loader.h"
 #include "plugin/tensor_loader.h"
 #include "store/shard_file.h"
 #include "worker/checkpoint_commit.h"
@@ -75,10 +77,15 @@ Status run(const std::string& job_path) {
   Result<Layout> layout = Layout::create(*world, job->parallelism);
   if (!layout) return layout.status();
   PARTRAIN_RETURN_IF_ERROR(config::validate_layout(*job, *world));
-  if (layout->pp() != 1 || layout->ep() != 1 || layout->cp() != 1) {
+  if (layout->pp() != 1 || layout->cp() != 1) {
     return Status::invalid(fmt::format(
-        "--partrain={}: this partrain runs tensor- and data-parallel layouts only (pp, ep and "
-        "cp 1); the pipeline and expert runtimes are not installed yet", job->parallelism.to_string()));
+        "--partrain={}: this partrain runs tensor-, expert- and data-parallel layouts only (pp "
+        "and cp 1); the pipeline runtime is not installed yet", job->parallelism.to_string()));
+  }
+  if (layout->ep() > 1 && (layout->tp() > 1 || layout->pp() > 1 || job->parallelism.zero > 0)) {
+    return Status::invalid(fmt::format(
+        "--partrain={}: expert parallelism runs with plain data parallelism only (tp1, pp1, "
+        "zero0) in this version; drop tp/pp/zeroN, or drop ep", job->parallelism.to_string()));
   }
   if (layout->tp() > 1 && job->parallelism.zero > 0 && job->checkpoint.every > 0) {
     return Status::invalid(fmt::format(
@@ -118,9 +125,10 @@ Status run(const std::string& job_path) {
   Result<std::unique_ptr<comm::StoreClient>> commit_client = store->clone();
   if (!commit_client) return commit_client.status();
   StoreCommitter committer(std::move(commit_client).value(), prefix);
-  std::unique_ptr<comm::Communicator> dp_comm, tp_comm;
+  std::unique_ptr<comm::Communicator> dp_comm, tp_comm, ep_comm, expert_dp_comm;
   std::unique_ptr<plugin::Plugin> data_plugin;
   std::unique_ptr<plugin::TensorPlugin> tensor_plugin;
+  std::unique_ptr<plugin::ExpertPlugin> expert_plugin;
   // A loopback coordinator means every rank is on this machine: loopback. Else the agent's
   // address for this node (Slurm's NodeAddr), else the node name.
   comm::GlooOptions go;
@@ -141,6 +149,26 @@ Status run(const std::string& job_path) {
       log::info("worker", "tensor plugin {} {} from {} ({})", tensor_plugin->info().name,
                 tensor_plugin->info().version, tensor_plugin->info().path,
                 job->parallelism.sequence_parallel() ? "sp" : "nosp");
+    }
+  }
+  // Expert parallel: the ep group (the all-to-alls) and, when dp > ep, the ranks holding
+  // the same experts (their gradients' sum).
+  for (auto [axis, name, out] : {std::tuple{Axis::kEp, "ep", &ep_comm},
+                                 std::tuple{Axis::kExpertDp, "edp", &expert_dp_comm}}) {
+    const std::vector<int> members = layout->group(axis, *rank);
+    if (layout->ep() == 1 || members.size() < 2) continue;
+    comm::GroupSpec spec{fmt::format("{}{}{}", prefix, name, members.front()), members, *rank};
+    Result<std::unique_ptr<comm::Communicator>> c = comm::create_gloo_communicator(spec, *store, go);
+    if (!c) return c.status();
+    *out = std::move(c).value();
+  }
+  if (layout->ep() > 1) {  // the expert plugin "ep" on them
+    Result<std::unique_ptr<plugin::ExpertPlugin>> p = plugin::find_expert_plugin(site->plugin_dir, "ep");
+    if (!p) return Status::invalid(p.status().message());
+    expert_plugin = std::move(p).value();
+    if (*rank == 0) {
+      log::info("worker", "expert plugin {} {} from {} (ep{}, expert_dp{})", expert_plugin->info().name,
+                expert_plugin->info().version, expert_plugin->info().path, layout->ep(), layout->expert_dp());
     }
   }
   if (layout->dp() > 1) {
@@ -186,6 +214,17 @@ Status run(const std::string& job_path) {
     auto it = job->plugin_tables.find(tensor_plugin->info().name);
     if (it != job->plugin_tables.end()) r.tensor_config = it->second;
   }
+  r.ep = layout->ep();
+  r.ep_rank = coord.ep;
+  r.expert_dp = layout->expert_dp();
+  r.expert_dp_rank = coord.expert_dp;
+  r.ep_comm = ep_comm.get();
+  r.expert_dp_comm = expert_dp_comm.get();
+  r.expert_plugin = expert_plugin ? expert_plugin->api() : nullptr;
+  if (expert_plugin) {
+    auto it = job->plugin_tables.find(expert_plugin->info().name);
+    if (it != job->plugin_tables.end()) r.expert_config = it->second;
+  }
   r.stop = &g_stop;
   r.ckpt_root = store::checkpoint_root(job->checkpoint.dir, job->run_dir);
   r.committer = &committer;
@@ -193,6 +232,8 @@ Status run(const std::string& job_path) {
   Status s = train_data_parallel(r);
   if (!s && dp_comm) dp_comm->abort(s.message());  // peers blocked on us fail at once
   if (!s && tp_comm) tp_comm->abort(s.message());
+  if (!s && ep_comm) ep_comm->abort(s.message());
+  if (!s && expert_dp_comm) expert_dp_comm->abort(s.message());
   return s;
 }
 

@@ -36,7 +36,7 @@ Tensor Model::gspan(int i, Shape shape) const {
   return gseg_[g].slice(table_.specs()[static_cast<size_t>(i)].offset - seg_lo_[g], shape);
 }
 
-static Status validate(const ModelOptions& o, const TensorOptions& tp) {
+static Status validate(const ModelOptions& o, const TensorOptions& tp, const ExpertOptions& ep) {
   auto bad = [](const std::string& what) { return Status::invalid("[model] " + what); };
   if (o.vocab_size < 2) return bad("vocab_size must be at least 2");
   if (o.seq_len < 1 || o.layers < 1 || o.hidden < 1 || o.heads < 1)
@@ -73,17 +73,34 @@ static Status validate(const ModelOptions& o, const TensorOptions& tp) {
       return bad("tensor parallelism of mixture-of-experts blocks is not supported; use tp1 "
                  "(expert parallelism is the ep axis)");
   }
+  // Expert parallel: the layout core checked experts % ep; these are the engine's own.
+  if (ep.size < 1 || ep.rank < 0 || ep.rank >= ep.size)
+    return bad(fmt::format("expert-parallel rank {} of {}", ep.rank, ep.size));
+  if (ep.size > 1 && (o.moe_experts == 0 || o.moe_experts % ep.size != 0))
+    return bad(fmt::format("moe_experts {} is not a multiple of ep {}; pick an ep dividing the "
+                           "experts", o.moe_experts, ep.size));
+  if (ep.size > 1 && tp.size > 1)
+    return bad("expert parallelism with tensor parallelism is not supported; use tp1 with ep");
   return Status::ok();
 }
 
 Result<std::unique_ptr<Model>> Model::create(const ModelOptions& options, Backend* backend,
                                              int max_batch, uint64_t seed,
                                              const ShardOptions& shard,
-                                             const TensorOptions& tp) {
+                                             const TensorOptions& tp,
+                                             const ExpertOptions& ep) {
   const ModelOptions o = resolved(options);
   TensorOptions t = tp;
   if (t.size == 1) t.sp = false;
-  PARTRAIN_RETURN_IF_ERROR(validate(o, t));
+  PARTRAIN_RETURN_IF_ERROR(validate(o, t, ep));
+  if (ep.size > 1 && (backend->param_dtype() != DType::kF32 || backend->act_dtype() != DType::kF32)) {
+    return Status::invalid(fmt::format("expert parallelism runs on fp32 (CPU) ranks in this "
+                                       "version; the {} backend keeps lower precision", backend->name()));
+  }
+  if (ep.size > 1 && shard.stage > 0) {
+    return Status::invalid(fmt::format("zero{} with expert parallelism is not supported yet; use "
+                                       "zero0 (plain dp) with ep", shard.stage));
+  }
   if (t.size > 1 && (backend->param_dtype() != DType::kF32 || backend->act_dtype() != DType::kF32)) {
     return Status::invalid(fmt::format("tensor parallelism runs on fp32 (CPU) ranks in this "
                                        "version; the {} backend keeps lower precision", backend->name()));
@@ -95,8 +112,9 @@ Result<std::unique_ptr<Model>> Model::create(const ModelOptions& options, Backen
   m->seed_ = seed;
   m->shard_ = shard;
   m->tp_ = t;
+  m->ep_ = ep;
   m->regions_ = Regions(nullptr, t);
-  m->table_ = build_param_table(o, t);
+  m->table_ = build_param_table(o, t, ep);
   // Local widths: heads and the MLP split evenly, the vocabulary by vocab_rows.
   const int hd = o.hidden / o.heads;
   m->lh_ = o.heads / t.size, m->lkv_ = o.kv_heads / t.size, m->lq_ = m->lh_ * hd;
@@ -112,6 +130,19 @@ Result<std::unique_ptr<Model>> Model::create(const ModelOptions& options, Backen
 }
 
 void Model::set_tensor_comm(TensorComm* comm) { regions_ = Regions(comm, tp_); }
+
+int Model::moe_index(int l) const {
+  int i = 0;
+  for (int j = 0; j < l; ++j) i += is_moe_layer(o_, j) ? 1 : 0;
+  return i;
+}
+
+void Model::reset_moe_stats() {
+  int blocks = 0;
+  for (int l = 0; l < o_.layers; ++l) blocks += is_moe_layer(o_, l) ? 1 : 0;
+  moe_stats_.tokens.assign(static_cast<size_t>(blocks) * static_cast<size_t>(o_.moe_experts), 0);
+  moe_stats_.dropped = 0;
+}
 
 void Model::index_params() {
   auto idx = [&](const std::string& name) { return table_.find(name); };
@@ -133,7 +164,8 @@ void Model::index_params() {
       p.fc_w = idx(h + "mlp.c_fc.weight"), p.fc_b = idx(h + "mlp.c_fc.bias");
       p.proj_w = idx(h + "mlp.c_proj.weight"), p.proj_b = idx(h + "mlp.c_proj.bias");
       p.router = idx(h + "mlp.router.weight");
-      for (int e = 0; e < o_.moe_experts && p.router >= 0; ++e) {
+      for (int j = 0; j < local_experts(o_.moe_experts, ep_) && p.router >= 0; ++j) {
+        const int e = first_local_expert(o_.moe_experts, ep_) + j;  // this rank's experts
         const std::string x = h + "mlp.experts." + std::to_string(e) + ".";
         p.expert_fc_w.push_back(idx(x + "c_fc.weight"));
         p.expert_fc_b.push_back(idx(x + "c_fc.bias"));
@@ -149,7 +181,8 @@ void Model::index_params() {
       p.fc_w = idx(h + "mlp.gate_proj.weight");  // gate, up consecutive: one [2F, C] GEMM
       p.proj_w = idx(h + "mlp.down_proj.weight");
       p.router = idx(h + "block_sparse_moe.gate.weight");
-      for (int e = 0; e < o_.moe_experts && p.router >= 0; ++e) {
+      for (int j = 0; j < local_experts(o_.moe_experts, ep_) && p.router >= 0; ++j) {
+        const int e = first_local_expert(o_.moe_experts, ep_) + j;
         const std::string x = h + "block_sparse_moe.experts." + std::to_string(e) + ".";
         p.expert_fc_w.push_back(idx(x + "w1.weight"));  // w1 (gate), w3 (up) consecutive
         p.expert_fc_b.push_back(-1);
@@ -162,6 +195,7 @@ void Model::index_params() {
 
 Status Model::allocate(int max_batch) {
   index_params();
+  reset_moe_stats();
   max_batch_ = max_batch;
   // This rank's widths (all of the model's on one rank); NR: the residual stream's rows.
   const int64_t N = static_cast<int64_t>(max_batch) * o_.seq_len, C = o_.hidden;

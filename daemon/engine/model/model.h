@@ -15,6 +15,10 @@
 // Tensor parallel (tensor_parallel.h): a model created with TensorOptions{rank, size, sp}
 // holds rank's pieces of every split tensor (table() says which) and computes exactly the
 // single-rank model with its group, through the TensorComm set before the first forward.
+//
+// Expert parallel (expert_parallel.h): a model created with ExpertOptions{rank, size}
+// holds only its E/size experts of each MoE block and runs them for the whole ep group,
+// through the ExpertComm set before the first forward.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +30,7 @@
 
 #include "common/status.h"
 #include "engine/backend.h"
+#include "engine/model/expert_parallel.h"
 #include "engine/model/params.h"
 #include "engine/model/sharding.h"
 #include "engine/model/tensor_parallel.h"
@@ -48,6 +53,12 @@ struct LossParts {
   float aux = 0;   // MoE load-balancing loss (sum over MoE blocks, times the coefficient)
 };
 
+// Routing statistics of the forwards since reset_moe_stats() (recompute not counted).
+struct MoeStats {
+  std::vector<int64_t> tokens;  // kept (token, expert) rows per [MoE block][expert], all E
+  int64_t dropped = 0;          // choices dropped beyond capacity, over all MoE blocks
+};
+
 struct BlockActs;  // per-block activations (model.cc)
 struct MoeState;   // per-MoE-block routing and expert activations (moe.cc)
 
@@ -60,7 +71,8 @@ class Model {
   static Result<std::unique_ptr<Model>> create(const ModelOptions& options, Backend* backend,
                                                int max_batch, uint64_t seed,
                                                const ShardOptions& shard = {},
-                                               const TensorOptions& tp = {});
+                                               const TensorOptions& tp = {},
+                                               const ExpertOptions& ep = {});
   ~Model();
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
@@ -89,6 +101,15 @@ class Model {
   void set_tensor_comm(TensorComm* comm);
   TensorComm* tensor_comm() const { return regions_.comm(); }
   const TensorOptions& tensor() const { return tp_; }
+  // Expert parallel: the ep group's all-to-all; not owned, set before the first forward
+  // when expert().size > 1.
+  void set_expert_comm(ExpertComm* comm) { ep_comm_ = comm; }
+  ExpertComm* expert_comm() const { return ep_comm_; }
+  const ExpertOptions& expert() const { return ep_; }
+  // MoE routing counts of this rank's forwards since the last reset (the trainer resets
+  // them every step); empty tokens for a dense model.
+  const MoeStats& moe_stats() const { return moe_stats_; }
+  void reset_moe_stats();
   const ShardOptions& shard() const { return shard_; }
   // This rank's fp32 shards [shard().begin, shard().end): the parameters (a view of params()
   // below stage 3) and the reduced gradient (stage >= 1). Unsharded: the whole buffers.
@@ -163,6 +184,17 @@ class Model {
   Status moe_allocate(int l, MoeState& s);
   void moe_forward(int l, MoeState& s, const Tensor& x, const Tensor& out);
   void moe_backward(int l, MoeState& s, const Tensor& x, const Tensor& dout, const Tensor& dx);
+  void moe_experts_backward(int l, MoeState& s, const Tensor& dout, const Tensor& dx);
+  // Local expert j's MLP on rows [r0, r0 + M) of s.xin (h, act, y the same rows); backward
+  // turns dy [M, C] into dxin [M, C] and accumulates the expert's gradients.
+  void expert_forward(int l, int j, MoeState& s, int64_t r0, int M);
+  void expert_backward(int l, int j, MoeState& s, int64_t r0, int M, const Tensor& dy, const Tensor& dxin);
+  void moe_router_backward(int l, MoeState& s, const Tensor& x, const Tensor& dx);
+  // Expert parallel (expert_parallel.cc): dispatch, the local experts, combine; backward
+  // also leaves the combine weights' gradients in s.host_dgate.
+  void moe_ep_forward(int l, MoeState& s, const Tensor& x, const Tensor& out);
+  void moe_ep_backward(int l, MoeState& s, const Tensor& dout, const Tensor& dx);
+  int moe_index(int l) const;  // position of MoE block l among the MoE blocks
   // Dropout at (layer, site) in place; dropout_grad returns dL/d(input) (dout itself when
   // dropout is off, else a scratch buffer).
   uint64_t dropout_key(int layer, int site) const;
@@ -203,6 +235,10 @@ class Model {
   Tensor norm_scratch_;                        // [2C]: one norm's gradients before the sum
   std::vector<float> host_f_;
   std::vector<int32_t> host_i_;
+  // Expert parallel.
+  ExpertOptions ep_;
+  ExpertComm* ep_comm_ = nullptr;
+  MoeStats moe_stats_;
   int tp_row0() const { return tp_.sp ? tp_.rank * R_ : 0; }  // first residual row held
 
   // Current micro-batch.

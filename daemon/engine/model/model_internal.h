@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "engine/backend.h"
+#include "engine/model/expert_parallel.h"
 
 namespace partrain::engine::model {
 
@@ -42,6 +43,15 @@ struct MoeState {
   std::vector<float> host_gate, host_buf, host_dgate;
   std::vector<double> chosen, mean_p, dp;  // per-expert scratch
   std::vector<int> order;
+  // Expert parallel (expert_parallel.h): xin, h, act and y hold the received rows of the
+  // local experts (receive order); the kept rows of this rank packed by expert for sending.
+  DispatchPlan plan;
+  Tensor send_idx, send_gate;   // I32 / F32 [E * cap_max]: token and weight per packed row
+  Tensor xsend;                 // [E * cap_max, C]: packed x, then dy, then dx coming back
+  Tensor yback;                 // [E * cap_max, C]: the experts' outputs, back on the source
+  Tensor dyrecv, dxrecv;        // [E * cap_max, C]: the received rows' dy and their dx
+  std::vector<int32_t> host_send_idx;
+  std::vector<float> host_send_gate, send_counts, recv_counts;
 };
 
 }  // namespace partrain::engine::model

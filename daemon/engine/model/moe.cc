@@ -46,6 +46,20 @@ Status Model::moe_allocate(int /*l*/, MoeState& s) {
     if (!t) return t.status();
     *w.t = *t;
   }
+  if (ep_.size > 1) {  // the packed send side and the received rows' gradients
+    const Want more[] = {
+        {&s.send_idx, MC::kActivations, DType::kI32, {S}}, {&s.send_gate, MC::kActivations, DType::kF32, {S}},
+        {&s.xsend, MC::kWorkspace, ad, {S, C}},           {&s.yback, MC::kActivations, ad, {S, C}},
+        {&s.dyrecv, MC::kWorkspace, ad, {S, C}},          {&s.dxrecv, MC::kWorkspace, ad, {S, C}},
+    };
+    for (const Want& w : more) {
+      Result<Tensor> t = alloc(w.c, w.d, w.s);
+      if (!t) return t.status();
+      *w.t = *t;
+    }
+    s.host_send_idx.assign(static_cast<size_t>(S), 0);
+    s.host_send_gate.assign(static_cast<size_t>(S), 0.0f);
+  }
   s.count.assign(static_cast<size_t>(E), 0);
   s.frac.assign(static_cast<size_t>(E), 0.0);
   s.host_idx.assign(static_cast<size_t>(S), 0);
@@ -55,9 +69,7 @@ Status Model::moe_allocate(int /*l*/, MoeState& s) {
 
 void Model::moe_forward(int l, MoeState& s, const Tensor& x, const Tensor& out) {
   const BlockParams& p = bp_[static_cast<size_t>(l)];
-  const int E = o_.moe_experts, k = o_.moe_top_k, C = o_.hidden, F = o_.ffn_hidden, N = N_;
-  const bool gpt2 = o_.arch == Arch::kGpt2;
-  const int FC = gpt2 ? F : 2 * F;
+  const int E = o_.moe_experts, k = o_.moe_top_k, C = o_.hidden, N = N_;
   // Router logits on the device, probabilities and choices on the host.
   const Tensor logits = s.logits.slice(0, {N, E});
   be_->matmul_forward(logits, x, param(p.router), Tensor{}, N, C, E);
@@ -113,7 +125,17 @@ void Model::moe_forward(int l, MoeState& s, const Tensor& x, const Tensor& out) 
     s.frac[static_cast<size_t>(e)] = chosen[static_cast<size_t>(e)] / (static_cast<double>(N) * k);
     aux += s.frac[static_cast<size_t>(e)] * (mean_p[static_cast<size_t>(e)] / N);
   }
-  if (!recomputing_) aux_loss_ += static_cast<float>(o_.moe_aux_loss_coef * E * aux);
+  if (!recomputing_) {
+    aux_loss_ += static_cast<float>(o_.moe_aux_loss_coef * E * aux);
+    // The step's routing statistics: kept rows per (MoE block, expert), dropped choices.
+    const size_t first = static_cast<size_t>(moe_index(l)) * E;
+    for (int e = 0; e < E; ++e) {
+      moe_stats_.tokens[first + static_cast<size_t>(e)] += s.count[static_cast<size_t>(e)];
+      moe_stats_.dropped -= s.count[static_cast<size_t>(e)];
+    }
+    moe_stats_.dropped += static_cast<int64_t>(N) * k;
+  }
+  if (ep_.size > 1) return moe_ep_forward(l, s, x, out);  // the experts over the ep group
   be_->to_device_i32(s.idx, s.host_idx.data());
   be_->to_device(s.gate, s.host_gate.data());
   // Each expert on its packed rows; outputs added back with their combine weights.
@@ -123,61 +145,90 @@ void Model::moe_forward(int l, MoeState& s, const Tensor& x, const Tensor& out) 
     if (M == 0) continue;
     const int64_t r0 = static_cast<int64_t>(e) * s.cap_max;
     const Tensor idx = s.idx.slice(r0, {M}), gate = s.gate.slice(r0, {M});
-    const Tensor xin = s.xin.slice(r0 * C, {M, C}), h = s.h.slice(r0 * FC, {M, FC});
-    const Tensor a = s.act.slice(r0 * F, {M, F}), y = s.y.slice(r0 * C, {M, C});
-    const size_t ue = static_cast<size_t>(e);
-    be_->gather_rows(xin, x, idx, Tensor{}, M, C);
-    be_->matmul_forward(h, xin, pspan(p.expert_fc_w[ue], {FC, C}), pspan(p.expert_fc_b[ue], {FC}),
-                        M, C, FC);
-    if (gpt2) {
-      be_->gelu_forward(a, h);
-    } else {
-      be_->swiglu_forward(a, h, M, F);
-    }
-    be_->matmul_forward(y, a, pspan(p.expert_proj_w[ue], {C, F}), pspan(p.expert_proj_b[ue], {C}),
-                        M, F, C);
-    be_->scatter_add_rows(out, y, idx, gate, M, C);
+    be_->gather_rows(s.xin.slice(r0 * C, {M, C}), x, idx, Tensor{}, M, C);
+    expert_forward(l, e, s, r0, M);
+    be_->scatter_add_rows(out, s.y.slice(r0 * C, {M, C}), idx, gate, M, C);
   }
+}
+
+void Model::expert_forward(int l, int j, MoeState& s, int64_t r0, int M) {
+  const BlockParams& p = bp_[static_cast<size_t>(l)];
+  const int C = o_.hidden, F = o_.ffn_hidden;
+  const bool gpt2 = o_.arch == Arch::kGpt2;
+  const int FC = gpt2 ? F : 2 * F;
+  const size_t ue = static_cast<size_t>(j);
+  const Tensor xin = s.xin.slice(r0 * C, {M, C}), h = s.h.slice(r0 * FC, {M, FC});
+  const Tensor a = s.act.slice(r0 * F, {M, F}), y = s.y.slice(r0 * C, {M, C});
+  be_->matmul_forward(h, xin, pspan(p.expert_fc_w[ue], {FC, C}), pspan(p.expert_fc_b[ue], {FC}),
+                      M, C, FC);
+  if (gpt2) {
+    be_->gelu_forward(a, h);
+  } else {
+    be_->swiglu_forward(a, h, M, F);
+  }
+  be_->matmul_forward(y, a, pspan(p.expert_proj_w[ue], {C, F}), pspan(p.expert_proj_b[ue], {C}),
+                      M, F, C);
+}
+
+void Model::expert_backward(int l, int j, MoeState& s, int64_t r0, int M, const Tensor& dy,
+                            const Tensor& dxin) {
+  const BlockParams& p = bp_[static_cast<size_t>(l)];
+  const int C = o_.hidden, F = o_.ffn_hidden;
+  const bool gpt2 = o_.arch == Arch::kGpt2;
+  const int FC = gpt2 ? F : 2 * F;
+  const size_t ue = static_cast<size_t>(j);
+  const Tensor xin = s.xin.slice(r0 * C, {M, C}), h = s.h.slice(r0 * FC, {M, FC});
+  const Tensor a = s.act.slice(r0 * F, {M, F});
+  const Tensor dh = s.dh.slice(0, {M, FC}), da = s.dactv.slice(0, {M, F});
+  be_->zero(da);
+  be_->matmul_backward(da, gspan(p.expert_proj_w[ue], {C, F}), gspan(p.expert_proj_b[ue], {C}),
+                       dy, a, pspan(p.expert_proj_w[ue], {C, F}), M, F, C);
+  be_->zero(dh);
+  if (gpt2) {
+    be_->gelu_backward(dh, h, da);
+  } else {
+    be_->swiglu_backward(dh, h, da, M, F);
+  }
+  be_->zero(dxin);
+  be_->matmul_backward(dxin, gspan(p.expert_fc_w[ue], {FC, C}), gspan(p.expert_fc_b[ue], {FC}),
+                       dh, xin, pspan(p.expert_fc_w[ue], {FC, C}), M, C, FC);
 }
 
 void Model::moe_backward(int l, MoeState& s, const Tensor& x, const Tensor& dout,
                          const Tensor& dx) {
-  const BlockParams& p = bp_[static_cast<size_t>(l)];
-  const int E = o_.moe_experts, k = o_.moe_top_k, C = o_.hidden, F = o_.ffn_hidden, N = N_;
-  const bool gpt2 = o_.arch == Arch::kGpt2;
-  const int FC = gpt2 ? F : 2 * F;
+  const size_t S = static_cast<size_t>(o_.moe_experts) * s.cap_max;
+  std::vector<float>& dgate = s.host_dgate;
+  if (ep_.size > 1) {
+    moe_ep_backward(l, s, dout, dx);  // fills dgate (the slot layout) on the source rank
+  } else {
+    moe_experts_backward(l, s, dout, dx);
+    dgate.resize(S);
+    be_->to_host(dgate.data(), s.dgate);
+  }
+  moe_router_backward(l, s, x, dx);
+}
+
+void Model::moe_experts_backward(int l, MoeState& s, const Tensor& dout, const Tensor& dx) {
+  const int E = o_.moe_experts, C = o_.hidden;
   // Experts: d gate = dout . y per kept slot; dy = gate * dout; back through the MLP.
   for (int e = 0; e < E; ++e) {
     const int M = s.count[static_cast<size_t>(e)];
     if (M == 0) continue;
     const int64_t r0 = static_cast<int64_t>(e) * s.cap_max;
-    const size_t ue = static_cast<size_t>(e);
     const Tensor idx = s.idx.slice(r0, {M}), gate = s.gate.slice(r0, {M});
-    const Tensor xin = s.xin.slice(r0 * C, {M, C}), h = s.h.slice(r0 * FC, {M, FC});
-    const Tensor a = s.act.slice(r0 * F, {M, F}), y = s.y.slice(r0 * C, {M, C});
-    const Tensor dy = s.dy.slice(0, {M, C}), dh = s.dh.slice(0, {M, FC});
-    const Tensor da = s.dactv.slice(0, {M, F}), dxin = s.dxin.slice(0, {M, C});
-    be_->gathered_row_dot(s.dgate.slice(r0, {M}), dout, idx, y, M, C);
+    const Tensor dy = s.dy.slice(0, {M, C}), dxin = s.dxin.slice(0, {M, C});
+    be_->gathered_row_dot(s.dgate.slice(r0, {M}), dout, idx, s.y.slice(r0 * C, {M, C}), M, C);
     be_->gather_rows(dy, dout, idx, gate, M, C);
-    be_->zero(da);
-    be_->matmul_backward(da, gspan(p.expert_proj_w[ue], {C, F}), gspan(p.expert_proj_b[ue], {C}),
-                         dy, a, pspan(p.expert_proj_w[ue], {C, F}), M, F, C);
-    be_->zero(dh);
-    if (gpt2) {
-      be_->gelu_backward(dh, h, da);
-    } else {
-      be_->swiglu_backward(dh, h, da, M, F);
-    }
-    be_->zero(dxin);
-    be_->matmul_backward(dxin, gspan(p.expert_fc_w[ue], {FC, C}), gspan(p.expert_fc_b[ue], {FC}),
-                         dh, xin, pspan(p.expert_fc_w[ue], {FC, C}), M, C, FC);
+    expert_backward(l, e, s, r0, M, dy, dxin);
     be_->scatter_add_rows(dx, dxin, idx, Tensor{}, M, C);
   }
+}
+
+void Model::moe_router_backward(int l, MoeState& s, const Tensor& x, const Tensor& dx) {
+  const BlockParams& p = bp_[static_cast<size_t>(l)];
+  const int E = o_.moe_experts, k = o_.moe_top_k, C = o_.hidden, N = N_;
+  const std::vector<float>& dgate = s.host_dgate;
   // Router, on the host: d weights -> d probs (renormalisation, aux loss) -> d logits.
-  const size_t S = static_cast<size_t>(E) * s.cap_max;
-  std::vector<float>& dgate = s.host_dgate;
-  dgate.resize(S);
-  be_->to_host(dgate.data(), s.dgate);
   const double aux_scale = static_cast<double>(backward_scale_) * o_.moe_aux_loss_coef * E / N;
   std::vector<double>& dp = s.dp;
   dp.resize(static_cast<size_t>(E));

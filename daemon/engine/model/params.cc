@@ -114,7 +114,8 @@ class TableBuilder {
 
 }  // namespace
 
-ParamTable build_param_table(const ModelOptions& opts, const TensorOptions& tp) {
+ParamTable build_param_table(const ModelOptions& opts, const TensorOptions& tp,
+                             const ExpertOptions& ep) {
   const ModelOptions o = resolved(opts);
   const int64_t C = o.hidden, V = o.vocab_size, F = o.ffn_hidden, E = o.moe_experts;
   const int64_t hd = C / o.heads, q = o.heads * hd, kv = o.kv_heads * hd;
@@ -123,6 +124,12 @@ ParamTable build_param_table(const ModelOptions& opts, const TensorOptions& tp) 
   const float proj_std = std / std::sqrt(2.0f * static_cast<float>(o.layers));
   ParamTable table;
   TableBuilder t(&table, tp);
+  // This rank's experts [e0, e1) of each MoE block (all of them on one rank).
+  const int e0 = E > 0 ? first_local_expert(static_cast<int>(E), ep) : 0;
+  const int e1 = E > 0 ? e0 + local_experts(static_cast<int>(E), ep) : 0;
+  auto mark_experts = [&](size_t from) {
+    for (size_t i = from; i < table.specs().size(); ++i) table.mark_expert(static_cast<int>(i));
+  };
   if (o.arch == Arch::kGpt2) {
     t.vocab("wte.weight", {V, C}, Init::kNormal, std, false);
     t.whole("wpe.weight", {o.seq_len, C}, Init::kNormal, std, false);
@@ -138,13 +145,15 @@ ParamTable build_param_table(const ModelOptions& opts, const TensorOptions& tp) 
       t.whole(p + "ln_2.bias", {C}, Init::kZeros, 0, true);
       if (is_moe_layer(o, i)) {
         t.whole(p + "mlp.router.weight", {E, C}, Init::kNormal, std, false);
-        for (int e = 0; e < E; ++e) {
+        const size_t from = table.specs().size();
+        for (int e = e0; e < e1; ++e) {
           const std::string x = p + "mlp.experts." + std::to_string(e) + ".";
           t.whole(x + "c_fc.weight", {F, C}, Init::kNormal, std, false, true);
           t.whole(x + "c_fc.bias", {F}, Init::kZeros, 0, true);
           t.whole(x + "c_proj.weight", {C, F}, Init::kNormal, proj_std, false, true);
           t.whole(x + "c_proj.bias", {C}, Init::kZeros, 0, true);
         }
+        mark_experts(from);
       } else {
         t.column(p + "mlp.c_fc.weight", {F, C}, {F}, Init::kNormal, std, false, true);
         t.column(p + "mlp.c_fc.bias", {F}, {F}, Init::kZeros, 0, true);
@@ -168,12 +177,14 @@ ParamTable build_param_table(const ModelOptions& opts, const TensorOptions& tp) 
     t.whole(p + "post_attention_layernorm.weight", {C}, Init::kOnes, 0, true);
     if (is_moe_layer(o, i)) {
       t.whole(p + "block_sparse_moe.gate.weight", {E, C}, Init::kNormal, std, false);
-      for (int e = 0; e < E; ++e) {
+      const size_t from = table.specs().size();
+      for (int e = e0; e < e1; ++e) {
         const std::string x = p + "block_sparse_moe.experts." + std::to_string(e) + ".";
         t.whole(x + "w1.weight", {F, C}, Init::kNormal, std, false);
         t.whole(x + "w3.weight", {F, C}, Init::kNormal, std, false);
         t.whole(x + "w2.weight", {C, F}, Init::kNormal, proj_std, false);
       }
+      mark_experts(from);
     } else {
       t.column(p + "mlp.gate_proj.weight", {F, C}, {F}, Init::kNormal, std, false);
       t.column(p + "mlp.up_proj.weight", {F, C}, {F}, Init::kNormal, std, false);

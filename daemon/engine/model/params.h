@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/backend.h"
+#include "engine/model/expert_parallel.h"
 #include "engine/model/tensor_parallel.h"
 #include "engine/options.h"
 
@@ -21,6 +22,7 @@ struct ParamSpec {
   Shape shape;                 // partrain's layout: linear weights are [out, in] (nn.Linear)
   bool no_decay = false;       // norms and biases: no weight decay
   bool hf_transposed = false;  // Hugging Face stores it [in, out] (GPT-2's Conv1D)
+  bool expert = false;         // a MoE expert's tensor (sharded over ep, reduced over expert_dp)
   Init init = Init::kNormal;
   float init_std = 0.0f;       // for kNormal
   int64_t offset = 0;          // element offset in the flat parameter/gradient buffers
@@ -46,6 +48,8 @@ class ParamTable {
                 Init init, float init_std, bool no_decay, bool hf_transposed = false);
   const std::vector<ParamSpec>& specs() const { return specs_; }
   int64_t total() const { return total_; }
+  // Marks parameter i as a MoE expert's (ParamSpec::expert).
+  void mark_expert(int i) { specs_[static_cast<size_t>(i)].expert = true; }
   // Index of a name, or -1.
   int find(const std::string& name) const;
 
@@ -67,7 +71,11 @@ class ParamTable {
 // With tp.size > 1 the table is tensor-parallel rank tp.rank's (tensor_parallel.h): the
 // same names in the same order, each the rank's piece of the logical tensor; the
 // replicated ones (norms, row-parallel biases, wpe) whole.
-ParamTable build_param_table(const ModelOptions& o, const TensorOptions& tp = {});
+//
+// With ep.size > 1 each MoE block lists only ep rank ep.rank's experts
+// (expert_parallel.h), under their global names; everything else is as on one rank.
+ParamTable build_param_table(const ModelOptions& o, const TensorOptions& tp = {},
+                             const ExpertOptions& ep = {});
 // Rows [first, first + count) of the vocabulary that tensor-parallel rank `rank` of `size`
 // holds: ceil(V / size) each, the last rank fewer (the padding is never allocated).
 std::pair<int64_t, int64_t> vocab_rows(int64_t vocab, int rank, int size);

@@ -63,11 +63,22 @@ OptimizerStepStats AdamW::step(float lr) {
   const int64_t last = sharded ? shard.end : model_->num_params();
   const Tensor params = model_->shard_params(), grads = model_->shard_grads();
   // The global norm: a shard's sum of squares, summed over the data-parallel group. Under
+  // expert parallelism (no ZeRO, no tp) see below. Under
   // tensor parallelism each split tensor's piece counts on its rank and a replicated one
   // on tp rank 0 only, summed over the tensor-parallel group.
   const model::TensorOptions& tp = model_->tensor();
   double sum_squares = 0.0;
-  if (tp.size == 1) {
+  if (model_->expert().size > 1) {
+    // Expert parallel: the experts' squares summed over the ep group (each expert lives on
+    // one of its ranks), the replicated rest counted once.
+    double experts = 0.0;
+    for (const model::ParamSpec& v : model_->table().specs()) {
+      const double sq = be.sum_squares(grads.slice(v.offset, {v.numel()}));
+      (v.expert ? experts : sum_squares) += sq;
+    }
+    if (model_->expert_comm() != nullptr) experts = model_->expert_comm()->sum(experts);
+    sum_squares += experts;
+  } else if (tp.size == 1) {
     sum_squares = be.sum_squares(grads.slice(0, {last - first}));
   } else {
     for (const model::ParamSpec& v : model_->table().specs()) {

@@ -45,6 +45,22 @@ std::string metrics_json(const StepMetrics& m) {
                         static_cast<double>(m.peak_bytes[static_cast<size_t>(c)]) / (1 << 20));
   }
   line += "}";
+  if (m.experts > 0) {
+    // One array per MoE block, E counts each.
+    line += ",\"expert_tokens\":[";
+    const size_t E = static_cast<size_t>(m.experts);
+    for (size_t b = 0; b * E < m.expert_tokens.size(); ++b) {
+      line += b > 0 ? ",[" : "[";
+      for (size_t e = 0; e < E; ++e) line += fmt::format("{}{}", e > 0 ? "," : "", m.expert_tokens[b * E + e]);
+      line += "]";
+    }
+    line += "]";
+    line += fmt::format(",\"dropped_tokens\":{},\"aux_loss\":{}", m.dropped_tokens, m.aux_loss);
+  }
+  if (m.ep > 1) {
+    line += fmt::format(",\"ep_comm_ms\":{:.3f},\"ep_exposed_ms\":{:.3f},\"ep\":{}", m.ep_comm_ms,
+                        m.ep_comm_ms, m.ep);
+  }
   if (m.dp > 1 || m.tp > 1) {
     const double share = m.step_ms > 0 ? m.exposed_ms / m.step_ms : 0.0;
     line += fmt::format(",\"comm_ms\":{:.3f},\"exposed_ms\":{:.3f},\"exposed_share\":{:.4f},"
@@ -86,7 +102,7 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const RunOptions& options) {
   t->backend_ = std::move(be).value();
   Result<std::unique_ptr<model::Model>> m =
       model::Model::create(options.model, t->backend_.get(), tr.micro_batch, tr.seed, options.shard,
-                           options.tp);
+                           options.tp, options.ep);
   if (!m) return m.status();
   t->model_ = std::move(m).value();
   if (!options.init_path.empty()) {
@@ -121,7 +137,8 @@ Result<StepMetrics> Trainer::step() {
   // the result is the gradient of the mean loss over the global batch.
   if (hooks_ != nullptr) PARTRAIN_RETURN_IF_ERROR(hooks_->begin_step(step_));
   model_->zero_grads();
-  double loss = 0.0;
+  model_->reset_moe_stats();
+  double loss = 0.0, aux = 0.0;
   for (int k = 0; k < accum_; ++k) {
     // Global sample indices of this micro-batch: a function of (step, k, dp rank) only.
     // Micro-batch k of dp rank d reads step*G + (k*D + d)*mb ..: the union over the D
@@ -157,8 +174,17 @@ Result<StepMetrics> Trainer::step() {
     backend_->synchronize();
     m.bwd_ms += ms_since(t0);
     loss += parts->loss;
+    aux += parts->aux;
   }
   loss /= accum_;
+  // MoE: this rank's routing counts and mean aux loss (the hooks make them the batch's).
+  if (o_.model.moe_experts > 0) {
+    m.experts = o_.model.moe_experts;
+    m.expert_tokens = model_->moe_stats().tokens;
+    m.dropped_tokens = model_->moe_stats().dropped;
+    m.aux_loss = aux / accum_;
+  }
+  m.ep = o_.ep.size;
   // Data parallel: every rank's gradient and loss become the global batch's.
   m.dp = o_.dp;
   m.tp = o_.tp.size;
@@ -207,6 +233,13 @@ void Trainer::print_step(const StepMetrics& m) const {
               static_cast<long long>(m.step), static_cast<long long>(o_.train.steps), m.loss,
               static_cast<double>(m.lr), static_cast<double>(m.grad_norm), m.tokens_per_s, m.step_ms);
   if (m.mfu > 0) std::printf(" | MFU %.1f%%", 100 * m.mfu);
+  if (m.experts > 0) {
+    std::printf(" | aux %.4g, dropped %lld, experts", m.aux_loss, static_cast<long long>(m.dropped_tokens));
+    for (size_t i = 0; i < m.expert_tokens.size(); ++i) {
+      std::printf("%s%lld", i % static_cast<size_t>(m.experts) == 0 ? (i == 0 ? " " : " / ") : ",",
+                  static_cast<long long>(m.expert_tokens[i]));
+    }
+  }
   if (m.dp > 1 || m.tp > 1) {
     std::printf(" | comm %.1f ms, exposed %.1f ms (%.0f%% of the step)", m.comm_ms,
                 m.exposed_ms, m.step_ms > 0 ? 100 * m.exposed_ms / m.step_ms : 0.0);

@@ -40,6 +40,8 @@ struct RunOptions {
   model::ShardOptions shard;
   // Tensor parallel: this rank's coordinate and the group (the worker sets the comm).
   model::TensorOptions tp;
+  // Expert parallel: this rank's coordinate and the ep group (the worker sets the comm).
+  model::ExpertOptions ep;
   // Throughput accounting: ranks in the job (0 = dp), model FLOPs per token (6N plus
   // attention, what MFU counts; the planner's formula) and the peak FLOP/s of one rank's
   // device (a hardware profile). MFU is reported when both are > 0. Default: 0
@@ -73,6 +75,15 @@ struct StepMetrics {
   // Throughput of the step: tokens/s of the job and per rank, and the model FLOPs
   // utilisation (0 when the run has no FLOP count or peak; see RunOptions).
   double tokens_per_s = 0, tokens_per_s_per_rank = 0, mfu = 0;
+  // MoE models only (moe_experts > 0): the step's routing over the global batch (the worker
+  // sums them over the dp group): kept (token, expert) rows per [MoE block][expert], the
+  // choices dropped beyond capacity, and the mean auxiliary loss (part of `loss`).
+  std::vector<int64_t> expert_tokens;
+  int64_t dropped_tokens = 0;
+  double aux_loss = 0;
+  int experts = 0;  // E, to print expert_tokens per block; 0 for a dense model
+  int ep = 1;
+  double ep_comm_ms = 0;  // the ep all-to-alls (all exposed: each is waited for)
   // This rank's peak bytes per memory category so far (engine/backend.h MemoryStats).
   std::array<size_t, kNumMemCategories> peak_bytes{};
 };
