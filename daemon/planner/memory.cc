@@ -118,6 +118,9 @@ MemoryBreakdown stage_memory(const ModelDims& m, const PlanLayout& l, const Prec
     for (int i = stage * Ls; i < (stage + 1) * Ls; ++i) moe_s += (i + 1) % m.moe_every == 0 ? 1 : 0;
   }
   const double dense_s = Ls - moe_s, experts = m.E / ep;
+  // Vocabulary rows of the embedding, head and logits on tp rank 0, the rank that holds
+  // most: ceil(V / tp) (params.h vocab_rows; the last rank holds fewer).
+  const double Vr = std::ceil(m.V / tp), vocab = Vr * m.C;
 
   MemoryBreakdown mb;
   mb.stage = stage;
@@ -126,8 +129,8 @@ MemoryBreakdown stage_memory(const ModelDims& m, const PlanLayout& l, const Prec
   double dense = dense_s * (pc.layer_split / tp + pc.layer_repl) +
                  moe_s * (pc.moe_layer_split / tp + pc.moe_layer_repl);
   const double expert = moe_s * experts * (pc.expert_split / tp + pc.expert_repl);
-  if (first) dense += pc.embed / tp + pc.positions;
-  if (last) dense += pc.final_norm + (m.tied ? (l.pp > 1 ? pc.embed / tp : 0) : pc.head / tp);
+  if (first) dense += vocab + pc.positions;
+  if (last) dense += pc.final_norm + (m.tied ? (l.pp > 1 ? vocab : 0) : vocab);
   mb.params = dense + expert;
   // ZeRO as the engine stores it (engine/model/sharding.h): stage 1 shards the optimizer
   // state and reduces the gradient into an fp32 shard next to the full buffer; stage 2
@@ -142,8 +145,8 @@ MemoryBreakdown stage_memory(const ModelDims& m, const PlanLayout& l, const Prec
   const double moe_block =
       pc.moe_layer_split / tp + pc.moe_layer_repl + experts * (pc.expert_split / tp + pc.expert_repl);
   const double block = std::max(dense_s > 0 ? dense_block : 0.0, moe_s > 0 ? moe_block : 0.0);
-  const double ends = (first ? pc.embed / tp + pc.positions : 0) +
-                      (last ? pc.final_norm + (m.tied ? 0 : pc.head / tp) : 0);
+  const double ends = (first ? vocab + pc.positions : 0) +
+                      (last ? pc.final_norm + (m.tied ? 0 : vocab) : 0);
   constexpr int kZero3Prefetch = 1;
   mb.weights = l.zero >= 3 ? sharded(pb) + ((kZero3Prefetch + 1) * block + ends) * pb : mb.params * pb;
   mb.grads = l.zero >= 2   ? sharded(kF32) + (2 * block + ends) * gb
@@ -171,14 +174,23 @@ MemoryBreakdown stage_memory(const ModelDims& m, const PlanLayout& l, const Prec
   double once = 2 * N * kI32;  // tokens, targets
   if (!none) once += core;     // the attention core, shared by all blocks
   if (full) once += rest;      // one block's worth, rebuilt in backward
-  if (last) once += (N * C * ab + 2 * N * kF32) * seq + N * m.V * ab * split + 2 * N * kF32;
+  if (last) once += (N * C * ab + 2 * N * kF32) * seq + N * Vr * ab + 2 * N * kF32;
+  // Tensor parallel's vocabulary-parallel lookup and loss: six token-index and two fp32
+  // per-token buffers (engine/model/vocab_parallel.cc tp_allocate).
+  if (l.tp > 1) once += 8 * N * kI32;
   mb.in_flight = in_flight_micro_batches(l, stage);
   mb.activations = kept * mb.in_flight + once;
-  // Backward scratch, shared by all blocks (MoE keeps its own per block).
-  double ws = N * C * ab * seq * (full ? 2 : 1);  // branch (+ recompute's res scratch)
-  ws += 3 * N * C * ab * seq + N * C * ab * split;                    // dres dln dbranch, datt
+  // Backward scratch, shared by all blocks (MoE keeps its own per block). The branch
+  // output and dln are whole sequences even under sp (a row-parallel output before its
+  // reduce-scatter, a column-parallel input's gradient); dres, dbranch and recompute's
+  // res scratch are the rank's rows.
+  double ws = N * C * ab + (full ? N * C * ab * seq : 0);             // branch, res scratch
+  ws += 2 * N * C * ab * seq + N * C * ab + N * C * ab * split;       // dres dbranch, dln, datt
   ws += N * (m.qkv() + m.fc() + m.F) * ab * split;                    // dqkv dfc dact
-  if (last) ws += N * kF32 + N * m.V * ab * split;                    // dloss, dlogits
+  if (last) ws += N * kF32 + N * Vr * ab;                             // dloss, dlogits
+  // Sequence parallel: the all-gathered input, the partial output, their whole-sequence
+  // gradient, the rank's rows of it and a norm's gradient scratch (tp_allocate).
+  if (l.tp > 1 && l.sp) ws += 3 * N * C * ab + N * C * ab * seq + 2 * C * gb;
   ws += moe_s * (S * kF32 + N * m.E * ab * seq + cap * 2 * C * ab + cap * (m.fc() + m.F) * ab * split);
   mb.workspace = ws;
 
@@ -187,7 +199,7 @@ MemoryBreakdown stage_memory(const ModelDims& m, const PlanLayout& l, const Prec
   if (l.dp > 1 && l.zero < 3) buffers += 2 * std::min(kDpBucketBytes, (dense + expert) * 4);
   // (ZeRO-3's gathered and prefetched blocks are the weight slots above.)
   if (l.pp > 1) buffers += 2 * 2 * N * C * ab * seq;  // send and receive, activation and gradient
-  if (l.tp > 1 && l.sp) buffers += N * C * ab;        // the all-gathered sequence
+  // (Sequence parallel's all-gathered sequence is in the workspace above.)
   if (l.ep > 1 && moe_s > 0) buffers += 2 * S * C * ab;  // dispatch and combine
   mb.comm_buffers = buffers;
   mb.margin = fragmentation * (mb.engine_total() + buffers);

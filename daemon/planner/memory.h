@@ -4,10 +4,12 @@
 // (engine/backend.h MemoryStats), so a prediction can be held against a run's
 // "peak memory" line. The formulas, term by term, are in partrain-plan(1).
 //
-// Single-device terms follow what the engine allocates (engine/model/model.cc allocate,
-// moe.cc, train/optimizer.cc) tensor by tensor; the tensor-, pipeline- and ZeRO-sharded
-// terms follow DESIGN.md's semantics (Megatron-style column/row splits, sequence
-// parallel, 1F1B keeping at most p micro-batches, ZeRO 1/2/3 sharding).
+// Single-device, tensor-parallel and ZeRO terms follow what the engine allocates
+// (engine/model/model.cc allocate, vocab_parallel.cc tp_allocate, sharding.cc, moe.cc,
+// train/optimizer.cc) tensor by tensor, on tp rank 0 (the most vocabulary rows); the
+// pipeline terms follow DESIGN.md's semantics (a stage's contiguous blocks, embeddings on
+// the first stage, final norm and head on the last, GPipe keeping m micro-batches, 1F1B
+// at most p).
 #pragma once
 
 #include <string>
@@ -35,9 +37,9 @@ ModelDims model_dims(const engine::ModelOptions& options);
 // Parameters by where they live. Matrices and column-parallel biases split over tp;
 // row-parallel biases, norms, positions and the router are replicated.
 struct ParamCounts {
-  double embed = 0;        // token embedding V*C (vocab-parallel: / tp)
+  double embed = 0;        // token embedding V*C (vocab-parallel: ceil(V / tp) rows)
   double positions = 0;    // learned positions T*C (gpt2)
-  double head = 0;         // untied LM head V*C (/ tp); 0 when tied
+  double head = 0;         // untied LM head V*C (the same rows); 0 when tied
   double final_norm = 0;   // final LayerNorm/RMSNorm
   double layer_split = 0;  // one dense block's tp-split part (matrices, column biases)
   double layer_repl = 0;   // one dense block's replicated part (norms, row biases)
