@@ -90,13 +90,18 @@ ParamCounts count_params(const ModelDims& m) {
 
 double in_flight_micro_batches(const PlanLayout& l, int stage) {
   if (l.pp <= 1) return 1;
-  const double m = l.grad_accum, p = l.pp;
-  if (l.sched == "gpipe") return m;
-  const double k = std::min(p - stage, m);
-  if (l.sched == "interleaved" && l.virtual_stages > 1) {
-    return k * (1 + (p - 1) / (p * l.virtual_stages));
+  const int m = l.grad_accum, p = l.pp, v = l.virtual_stages, r = stage;
+  if (l.sched == "gpipe") return m;  // every forward before the first backward
+  // ZB-H1 frees an input's activations only at its weight gradient, which it delays by
+  // r micro-batches: p in flight on every rank (at most m).
+  if (l.sched == "zbh1") return std::min(p, m);
+  if (l.sched == "interleaved" && v > 1) {
+    // Rank r runs (p-r-1)*2 + (v-1)*p warm-up forwards of 1/v of its layers each (all m*v
+    // when m == p), then one more before its first backward.
+    const int chunks = m == p ? m * v : std::min((p - r - 1) * 2 + (v - 1) * p + 1, m * v);
+    return static_cast<double>(chunks) / v;
   }
-  return k;
+  return std::min(p - r, m);  // 1F1B (and schedules the planner does not know)
 }
 
 double bubble_fraction(int pp, int micro_batches, int virtual_stages) {
@@ -112,10 +117,15 @@ MemoryBreakdown stage_memory(const ModelDims& m, const PlanLayout& l, const Prec
   const double pb = prec.param_bytes, gb = prec.grad_bytes, ab = prec.act_bytes;
   const bool first = stage == 0, last = stage == l.pp - 1;
   const int Ls = static_cast<int>(m.L) / l.pp;
-  // MoE blocks on this stage (every block is MoE when moe_layers == L, none when 0).
+  // MoE blocks on this rank (every block is MoE when moe_layers == L, none when 0): its
+  // chunks are pipeline stages c*pp + stage, each L/(pp v) consecutive blocks.
   int moe_s = 0;
   if (m.moe_layers > 0) {
-    for (int i = stage * Ls; i < (stage + 1) * Ls; ++i) moe_s += (i + 1) % m.moe_every == 0 ? 1 : 0;
+    const int v = std::max(1, l.virtual_stages), Lc = Ls / v;
+    for (int c = 0; c < v; ++c) {
+      const int s0 = (c * l.pp + stage) * Lc;
+      for (int i = s0; i < s0 + Lc; ++i) moe_s += (i + 1) % m.moe_every == 0 ? 1 : 0;
+    }
   }
   const double dense_s = Ls - moe_s, experts = m.E / ep;
   // Vocabulary rows of the embedding, head and logits on tp rank 0, the rank that holds
@@ -207,11 +217,19 @@ MemoryBreakdown stage_memory(const ModelDims& m, const PlanLayout& l, const Prec
   return mb;
 }
 
+std::vector<MemoryBreakdown> all_stage_memory(const ModelDims& m, const PlanLayout& l,
+                                              const Precision& p, double fragmentation,
+                                              double reserved) {
+  std::vector<MemoryBreakdown> out;
+  for (int s = 0; s < std::max(1, l.pp); ++s) out.push_back(stage_memory(m, l, p, fragmentation, reserved, s));
+  return out;
+}
+
 MemoryBreakdown peak_memory(const ModelDims& m, const PlanLayout& l, const Precision& p,
                             double fragmentation, double reserved) {
-  MemoryBreakdown best = stage_memory(m, l, p, fragmentation, reserved, 0);
-  for (int s = 1; s < l.pp; ++s) {
-    MemoryBreakdown b = stage_memory(m, l, p, fragmentation, reserved, s);
+  const std::vector<MemoryBreakdown> stages = all_stage_memory(m, l, p, fragmentation, reserved);
+  MemoryBreakdown best = stages.front();
+  for (const MemoryBreakdown& b : stages) {
     if (b.total() > best.total()) best = b;
   }
   return best;

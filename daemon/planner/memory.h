@@ -13,6 +13,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "engine/options.h"
 #include "planner/hardware.h"
@@ -81,12 +82,20 @@ struct MemoryBreakdown {
 // Rank memory of pipeline stage `stage` (0 = first).
 MemoryBreakdown stage_memory(const ModelDims& m, const PlanLayout& l, const Precision& p,
                              double fragmentation, double reserved, int stage);
+// Every stage's rank, first to last (one entry without a pipeline).
+std::vector<MemoryBreakdown> all_stage_memory(const ModelDims& m, const PlanLayout& l,
+                                              const Precision& p, double fragmentation,
+                                              double reserved);
 // The stage with the largest total: what decides whether the layout fits.
 MemoryBreakdown peak_memory(const ModelDims& m, const PlanLayout& l, const Precision& p,
                             double fragmentation, double reserved);
 
-// Micro-batches whose activations one stage keeps alive at once: 1 without pipelining,
-// m for GPipe, min(p - stage, m) for 1F1B, times (1 + (p-1)/(p*v)) for interleaved.
+// Micro-batches whose activations the rank of pipeline stage `stage` keeps alive at once,
+// as the shipped schedules (plugins/pipeline) order their actions: 1 without pipelining,
+// m for GPipe, min(p - stage, m) for 1F1B (at most p, on the first stage), min(p, m) for
+// ZB-H1 (inputs kept until the delayed weight gradient), and for interleaved with v
+// chunks min(2(p - stage - 1) + (v - 1)p + 1, m v) chunk-micro-batches (all m v when
+// m == p), each 1/v of the rank's layers. Unknown schedules count as 1F1B.
 double in_flight_micro_batches(const PlanLayout& l, int stage);
 
 // The pipeline bubble, the idle fraction of a step: (p-1)/(m+p-1), divided by v when

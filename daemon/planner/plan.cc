@@ -76,7 +76,11 @@ Result<Plan> make_plan(const config::JobConfig& job, const Cluster& cluster,
   l.grad_accum = *accum;
   plan.global_batch = static_cast<int64_t>(l.micro_batch) * l.grad_accum * l.dp;
   plan.bubble = bubble_fraction(l.pp, l.grad_accum, l.virtual_stages);
-  plan.memory = peak_memory(plan.model, l, plan.precision, hw.fragmentation, hw.reserved_bytes);
+  plan.stages = all_stage_memory(plan.model, l, plan.precision, hw.fragmentation, hw.reserved_bytes);
+  plan.memory = plan.stages.front();  // the stage that needs most decides the fit
+  for (const MemoryBreakdown& b : plan.stages) {
+    if (b.total() > plan.memory.total()) plan.memory = b;
+  }
   plan.capacity = hw.memory_bytes;
   plan.fits = plan.memory.total() <= plan.capacity;
 
