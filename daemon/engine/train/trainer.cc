@@ -45,7 +45,7 @@ std::string metrics_json(const StepMetrics& m) {
                         static_cast<double>(m.peak_bytes[static_cast<size_t>(c)]) / (1 << 20));
   }
   line += "}";
-  if (m.dp > 1 || m.tp > 1) {
+  if (m.dp > 1 || m.tp > 1 || m.collectives > 0) {
     const double share = m.step_ms > 0 ? m.exposed_ms / m.step_ms : 0.0;
     line += fmt::format(",\"comm_ms\":{:.3f},\"exposed_ms\":{:.3f},\"exposed_share\":{:.4f},"
                         "\"collectives\":{},\"dp\":{}", m.comm_ms, m.exposed_ms, share,
@@ -214,7 +214,7 @@ void Trainer::print_step(const StepMetrics& m) const {
               static_cast<long long>(m.step), static_cast<long long>(o_.train.steps), m.loss,
               static_cast<double>(m.lr), static_cast<double>(m.grad_norm), m.tokens_per_s, m.step_ms);
   if (m.mfu > 0) std::printf(" | MFU %.1f%%", 100 * m.mfu);
-  if (m.dp > 1 || m.tp > 1) {
+  if (m.dp > 1 || m.tp > 1 || m.collectives > 0) {
     // "comm 12.0 ms, exposed dp 1.5 + tp 8.0 ms (40% of the step)"
     std::string exposed;
     for (int a = 0; a < kNumCommAxes; ++a) {

@@ -139,8 +139,9 @@ class SaveHook {
   virtual Status after_step(Trainer& trainer, bool final, StepMetrics* m) = 0;
 };
 
-// One metrics.jsonl line (no trailing newline); the collective fields only when dp > 1 or
-// tp > 1, and an axis' `<axis>_comm_ms` / `<axis>_exposed_ms` only when it had collectives.
+// One metrics.jsonl line (no trailing newline); the collective fields only when dp > 1,
+// tp > 1 or some axis had collectives, and `<axis>_comm_ms` / `<axis>_exposed_ms` only for
+// the axes that had some.
 std::string metrics_json(const StepMetrics& m);
 
 class Trainer {
