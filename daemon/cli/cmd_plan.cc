@@ -152,21 +152,32 @@ std::string json_plan(const Plan& p, const planner::HardwareProfile& hw) {
 
 // Pipelines: each stage's rank (the one holding most: tp rank 0), what it holds and keeps.
 void print_stages(const Plan& p) {
-  const int L = static_cast<int>(p.model.L), per = L / p.layout.pp;
-  const int v = std::max(1, p.layout.virtual_stages);
-  std::printf("\nper pipeline stage (%d block(s) per rank%s):\n", per,
-              v > 1 ? (", in " + std::to_string(v) + " chunks").c_str() : "");
-  std::printf("  %-40s %9s %20s %14s %14s\n", "", "in flight", "weights+grads+optim", "activations",
-              "total");
+  const planner::PlanLayout& l = p.layout;
+  const int v = std::max(1, l.virtual_stages), stages = l.pp * v;
+  std::printf("\nper pipeline stage (blocks as the runtime partitions them%s):\n",
+              v > 1 ? (", " + std::to_string(v) + " chunks per rank").c_str() : "");
+  std::vector<std::string> labels;
+  size_t width = 0;
   for (const planner::MemoryBreakdown& s : p.stages) {
-    std::string holds = "stage " + std::to_string(s.stage);
-    if (v == 1 && per == 1) holds += ": block " + std::to_string(s.stage);
-    if (v == 1 && per > 1) {
-      holds += ": blocks " + std::to_string(s.stage * per) + "-" + std::to_string(s.stage * per + per - 1);
+    std::string holds = "stage " + std::to_string(s.stage) + ":";
+    for (int c = 0; c < v && static_cast<int>(l.stage_bounds.size()) == stages + 1; ++c) {
+      const size_t k = static_cast<size_t>(c * l.pp + s.stage);
+      const int b0 = l.stage_bounds[k], b1 = l.stage_bounds[k + 1];
+      holds += std::string(c > 0 ? "," : "") + (b1 - b0 == 1 ? " block " + std::to_string(b0)
+                                                             : " blocks " + std::to_string(b0) + "-" +
+                                                                   std::to_string(b1 - 1));
     }
     if (s.stage == 0) holds += " + embedding";
-    if (s.stage == p.layout.pp - 1) holds += p.model.tied ? " + head (tied copy)" : " + head";
-    std::printf("  %-40s %9.3g %20s %14s %14s%s\n", holds.c_str(), s.in_flight,
+    if (s.stage == l.pp - 1) holds += p.model.tied ? " + head (tied copy)" : " + head";
+    width = std::max(width, holds.size());
+    labels.push_back(holds);
+  }
+  const int w = static_cast<int>(width);
+  std::printf("  %-*s %9s %20s %14s %14s\n", w, "", "in flight", "weights+grads+optim", "activations",
+              "total");
+  for (size_t i = 0; i < p.stages.size(); ++i) {
+    const planner::MemoryBreakdown& s = p.stages[i];
+    std::printf("  %-*s %9.3g %20s %14s %14s%s\n", w, labels[i].c_str(), s.in_flight,
                 bytes_text(s.weights + s.grads + s.optimizer).c_str(), bytes_text(s.activations).c_str(),
                 bytes_text(s.total()).c_str(), s.stage == p.memory.stage ? "  <- most" : "");
   }

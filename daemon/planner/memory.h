@@ -7,9 +7,11 @@
 // Single-device, tensor-parallel and ZeRO terms follow what the engine allocates
 // (engine/model/model.cc allocate, vocab_parallel.cc tp_allocate, sharding.cc, moe.cc,
 // train/optimizer.cc) tensor by tensor, on tp rank 0 (the most vocabulary rows); the
-// pipeline terms follow DESIGN.md's semantics (a stage's contiguous blocks, embeddings on
-// the first stage, final norm and head on the last, GPipe keeping m micro-batches, 1F1B
-// at most p).
+// pipeline terms follow the pipeline executor (worker/pipeline_parallel.cc and the
+// engine's stage models): a stage's contiguous blocks as pipeline/partition.h splits
+// them, embeddings on the first stage, final norm and head on the last (a tied embedding
+// on both), one activation slot per micro-batch the schedule keeps in flight on each chunk
+// (GPipe m, 1F1B at most p), the transfers' gradient buffers.
 #pragma once
 
 #include <string>
@@ -60,6 +62,10 @@ struct PlanLayout {
   std::string sched = "1f1b";
   int micro_batch = 1;  // sequences per micro-batch per rank
   int grad_accum = 1;   // micro-batches per step, the pipeline's m
+  // Block boundaries of the pp * v pipeline stages: stage s holds blocks
+  // [stage_bounds[s], stage_bounds[s + 1]), as pipeline/partition.h splits the model for
+  // the runtime. Empty: L / (pp v) blocks each.
+  std::vector<int> stage_bounds;
   int world() const { return tp * cp * pp * dp; }
 };
 
@@ -90,12 +96,18 @@ std::vector<MemoryBreakdown> all_stage_memory(const ModelDims& m, const PlanLayo
 MemoryBreakdown peak_memory(const ModelDims& m, const PlanLayout& l, const Precision& p,
                             double fragmentation, double reserved);
 
-// Micro-batches whose activations the rank of pipeline stage `stage` keeps alive at once,
-// as the shipped schedules (plugins/pipeline) order their actions: 1 without pipelining,
-// m for GPipe, min(p - stage, m) for 1F1B (at most p, on the first stage), min(p, m) for
-// ZB-H1 (inputs kept until the delayed weight gradient), and for interleaved with v
-// chunks min(2(p - stage - 1) + (v - 1)p + 1, m v) chunk-micro-batches (all m v when
-// m == p), each 1/v of the rank's layers. Unknown schedules count as 1F1B.
+// Activation slots of each of the rank's v chunks (pipeline stages c * pp + stage): the
+// most micro-batches whose activations the chunk holds at once in the rank's action order,
+// as the shipped schedules (plugins/pipeline) order them and the pipeline executor
+// allocates them (a slot per micro-batch in flight, per chunk): {1} without pipelining,
+// {m} for GPipe, {min(p - stage, m)} for 1F1B (at most p, on the first stage),
+// {min(p, m)} for ZB-H1 (inputs kept until the delayed weight gradient), and for
+// interleaved each chunk's own peak in Megatron's interleaved order (their sum is at least
+// the rank's peak, p (1 + (p-1)/(p v)) chunk micro-batches on the first stage). Unknown
+// schedules count as 1F1B.
+std::vector<double> chunk_slots(const PlanLayout& l, int stage);
+// The rank's in-flight micro-batches in units of its whole share of the layers: the sum of
+// chunk_slots over v.
 double in_flight_micro_batches(const PlanLayout& l, int stage);
 
 // The pipeline bubble, the idle fraction of a step: (p-1)/(m+p-1), divided by v when

@@ -45,6 +45,7 @@ struct Case {
   int micro_batch;        // [training] micro_batch
   int nproc;              // 1: `partrain run`; more: --partrain=SPEC --nproc N
   const char* spec = "";  // the layout when nproc > 1, e.g. "dp2,zero1", "tp2,nosp"
+  int layers = 0;         // [model] layers instead of the example's (0: keep)
 };
 
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
@@ -85,6 +86,9 @@ class MemoryVsRun : public ::testing::TestWithParam<Case> {
                               "[model]\nrecompute = \"" + std::string(c.recompute) + "\"\n");
     text = std::regex_replace(text, std::regex("\nmicro_batch = [0-9]+"),
                               "\nmicro_batch = " + std::to_string(c.micro_batch));
+    if (c.layers > 0) {
+      text = std::regex_replace(text, std::regex("\nlayers = [0-9]+"), "\nlayers = " + std::to_string(c.layers));
+    }
     const fs::path job = dir_ / (std::string(c.name) + ".toml");
     std::ofstream(job) << text;
     return job;
@@ -261,8 +265,10 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Case{"gpt2_pp2_1f1b_mb2", "tiny", "none", 2, 2, "pp2"},
                       Case{"gpt2_pp2_gpipe_mb4", "tiny", "selective", 4, 2, "pp2,sched=gpipe"},
                       Case{"llama_pp2_full_mb2", "llama-tiny", "full", 2, 2, "pp2"},
-                      Case{"gpt2_tp2_pp2_mb4", "tiny", "none", 4, 4, "tp2,pp2"},
-                      Case{"gpt2_pp2_dp2_mb2", "tiny", "none", 2, 4, "pp2,dp2"}),
+                      Case{"gpt2_pp2_dp2_mb2", "tiny", "none", 2, 4, "pp2,dp2"},
+                      Case{"gpt2_pp2_zbh1_mb2", "tiny", "none", 2, 2, "pp2,sched=zbh1"},
+                      Case{"gpt2_l4_pp2_interleaved_mb2", "tiny", "selective", 2, 2,
+                           "pp2,sched=interleaved:2", 4}),
     [](const ::testing::TestParamInfo<Case>& p) { return std::string(p.param.name); });
 
 }  // namespace

@@ -228,7 +228,10 @@ TEST(PlannerMemory, OneFOneBKeepsAtMostPMicroBatchesGPipeKeepsM) {
   EXPECT_DOUBLE_EQ(in_flight_micro_batches(l, 0), 8);
   l.sched = "interleaved";
   l.virtual_stages = 2;
-  EXPECT_DOUBLE_EQ(in_flight_micro_batches(l, 0), 4 * (1 + 3.0 / 8));
+  // At least Megatron's p (1 + (p-1)/(p v)) = 5.5 on the first stage; each chunk keeping
+  // its own peak (8 and 4 halves, pipeline_memory_test.cc) makes it 6.
+  EXPECT_GE(in_flight_micro_batches(l, 0), 4 * (1 + 3.0 / 8));
+  EXPECT_DOUBLE_EQ(in_flight_micro_batches(l, 0), 6);
   // GPipe's first stage holds more activations than 1F1B's at the same bubble.
   const ModelDims m = tiny_gpt2();
   PlanLayout a = l, b = l;
