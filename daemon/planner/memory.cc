@@ -144,6 +144,13 @@ std::pair<int, int> stage_blocks(const ModelDims& m, const PlanLayout& l, int s)
   return {s * per, (s + 1) * per};
 }
 
+// MoE blocks among blocks [b0, b1): those with (block + 1) % moe_every == 0.
+int moe_blocks(const ModelDims& m, int b0, int b1) {
+  int n = 0;
+  for (int i = b0; i < b1 && m.moe_layers > 0; ++i) n += (i + 1) % m.moe_every == 0 ? 1 : 0;
+  return n;
+}
+
 }  // namespace
 
 MemoryBreakdown stage_memory(const ModelDims& m, const PlanLayout& l, const Precision& prec,
@@ -160,7 +167,7 @@ MemoryBreakdown stage_memory(const ModelDims& m, const PlanLayout& l, const Prec
   for (int c = 0; c < v; ++c) {
     const auto [b0, b1] = stage_blocks(m, l, c * l.pp + stage);
     blocks += b1 - b0;
-    for (int i = b0; i < b1 && m.moe_layers > 0; ++i) moe_s += (i + 1) % m.moe_every == 0 ? 1 : 0;
+    moe_s += moe_blocks(m, b0, b1);
   }
   const double dense_s = blocks - moe_s, experts = m.E / ep;
   // Vocabulary rows of the embedding, head and logits on tp rank 0, the rank that holds
@@ -223,8 +230,7 @@ MemoryBreakdown stage_memory(const ModelDims& m, const PlanLayout& l, const Prec
     const int s = c * l.pp + stage;
     const auto [b0, b1] = stage_blocks(m, l, s);
     const double Lc = b1 - b0;
-    int moe_c = 0;
-    for (int i = b0; i < b1 && m.moe_layers > 0; ++i) moe_c += (i + 1) % m.moe_every == 0 ? 1 : 0;
+    const int moe_c = moe_blocks(m, b0, b1);
     const bool has_embed = s == 0, has_head = s == stages - 1;
     double slot = (Lc + 1) * N * C * ab * seq;  // block inputs res_[lo..hi]
     if (none) slot += Lc * core;
