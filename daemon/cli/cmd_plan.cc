@@ -93,6 +93,19 @@ std::string json_links(const LinkBytes& b) {
   return out + "\"total\":" + num(b.total(), "%.0f") + "}";
 }
 
+// One rank's memory: "stage":0,"in_flight_micro_batches":..,"weights":.. (no braces).
+std::string json_breakdown(const planner::MemoryBreakdown& m) {
+  return "\"stage\":" + std::to_string(m.stage) + ",\"in_flight_micro_batches\":" + num(m.in_flight) +
+         ",\"params_on_rank\":" + num(m.params, "%.0f") +
+         ",\"weights\":" + num(m.weights, "%.0f") + ",\"grads\":" + num(m.grads, "%.0f") +
+         ",\"optimizer\":" + num(m.optimizer, "%.0f") +
+         ",\"activations\":" + num(m.activations, "%.0f") +
+         ",\"workspace\":" + num(m.workspace, "%.0f") +
+         ",\"comm_buffers\":" + num(m.comm_buffers, "%.0f") + ",\"margin\":" + num(m.margin, "%.0f") +
+         ",\"reserved\":" + num(m.reserved, "%.0f") +
+         ",\"engine_total\":" + num(m.engine_total(), "%.0f") + ",\"total\":" + num(m.total(), "%.0f");
+}
+
 std::string json_plan(const Plan& p, const planner::HardwareProfile& hw) {
   const planner::MemoryBreakdown& m = p.memory;
   const planner::StepTime& t = p.time;
@@ -108,18 +121,12 @@ std::string json_plan(const Plan& p, const planner::HardwareProfile& hw) {
                     ",\"grad_accum\":" + std::to_string(p.layout.grad_accum) +
                     ",\"global_batch\":" + std::to_string(p.global_batch) +
                     ",\"bubble\":" + num(p.bubble);
-  out += ",\"memory\":{\"stage\":" + std::to_string(m.stage) +
-         ",\"in_flight_micro_batches\":" + num(m.in_flight) +
-         ",\"params_on_rank\":" + num(m.params, "%.0f") +
-         ",\"weights\":" + num(m.weights, "%.0f") + ",\"grads\":" + num(m.grads, "%.0f") +
-         ",\"optimizer\":" + num(m.optimizer, "%.0f") +
-         ",\"activations\":" + num(m.activations, "%.0f") +
-         ",\"workspace\":" + num(m.workspace, "%.0f") +
-         ",\"comm_buffers\":" + num(m.comm_buffers, "%.0f") + ",\"margin\":" + num(m.margin, "%.0f") +
-         ",\"reserved\":" + num(m.reserved, "%.0f") +
-         ",\"engine_total\":" + num(m.engine_total(), "%.0f") +
-         ",\"total\":" + num(m.total(), "%.0f") + ",\"capacity\":" + num(p.capacity, "%.0f") +
-         ",\"fits\":" + (p.fits ? "true" : "false") + ",\"activations_by_recompute\":{";
+  out += ",\"memory\":{" + json_breakdown(m) + ",\"capacity\":" + num(p.capacity, "%.0f") +
+         ",\"fits\":" + (p.fits ? "true" : "false") + ",\"stages\":[";
+  for (size_t i = 0; i < p.stages.size(); ++i) {
+    out += std::string(i > 0 ? "," : "") + "{" + json_breakdown(p.stages[i]) + "}";
+  }
+  out += "],\"activations_by_recompute\":{";
   bool first = true;
   for (const ActivationRow& r : activation_table(p, hw)) {
     out += std::string(first ? "" : ",") + quoted(recompute_name(r.mode)) + ":{\"no_sp\":" +
@@ -141,6 +148,39 @@ std::string json_plan(const Plan& p, const planner::HardwareProfile& hw) {
          ",\"model_flops_per_gpu\":" + num(t.model_flops_per_gpu) +
          ",\"hardware_flops_per_gpu\":" + num(t.hardware_flops_per_gpu) + "}}";
   return out;
+}
+
+// Pipelines: each stage's rank (the one holding most: tp rank 0), what it holds and keeps.
+void print_stages(const Plan& p) {
+  const planner::PlanLayout& l = p.layout;
+  const int v = std::max(1, l.virtual_stages), stages = l.pp * v;
+  std::printf("\nper pipeline stage (blocks as the runtime partitions them%s):\n",
+              v > 1 ? (", " + std::to_string(v) + " chunks per rank").c_str() : "");
+  std::vector<std::string> labels;
+  size_t width = 0;
+  for (const planner::MemoryBreakdown& s : p.stages) {
+    std::string holds = "stage " + std::to_string(s.stage) + ":";
+    for (int c = 0; c < v && static_cast<int>(l.stage_bounds.size()) == stages + 1; ++c) {
+      const size_t k = static_cast<size_t>(c * l.pp + s.stage);
+      const int b0 = l.stage_bounds[k], b1 = l.stage_bounds[k + 1];
+      holds += std::string(c > 0 ? "," : "") + (b1 - b0 == 1 ? " block " + std::to_string(b0)
+                                                             : " blocks " + std::to_string(b0) + "-" +
+                                                                   std::to_string(b1 - 1));
+    }
+    if (s.stage == 0) holds += " + embedding";
+    if (s.stage == l.pp - 1) holds += p.model.tied ? " + head (tied copy)" : " + head";
+    width = std::max(width, holds.size());
+    labels.push_back(holds);
+  }
+  const int w = static_cast<int>(width);
+  std::printf("  %-*s %9s %20s %14s %14s\n", w, "", "in flight", "weights+grads+optim", "activations",
+              "total");
+  for (size_t i = 0; i < p.stages.size(); ++i) {
+    const planner::MemoryBreakdown& s = p.stages[i];
+    std::printf("  %-*s %9.3g %20s %14s %14s%s\n", w, labels[i].c_str(), s.in_flight,
+                bytes_text(s.weights + s.grads + s.optimizer).c_str(), bytes_text(s.activations).c_str(),
+                bytes_text(s.total()).c_str(), s.stage == p.memory.stage ? "  <- most" : "");
+  }
 }
 
 void print_plan(const Plan& p, const config::JobConfig& job, const PlanArgs& a,
@@ -177,6 +217,7 @@ void print_plan(const Plan& p, const config::JobConfig& job, const PlanArgs& a,
   if (m.reserved > 0) row("reserved", "context, NCCL", m.reserved);
   std::printf("  %-22s %-36s %14s of %s: %s\n", "total", "", bytes_text(m.total()).c_str(),
               bytes_text(p.capacity).c_str(), p.fits ? "fits" : "DOES NOT FIT");
+  if (p.stages.size() > 1) print_stages(p);
   std::printf("\nactivations by recompute mode   %14s %14s\n", "no SP", "with SP");
   for (const ActivationRow& r : activation_table(p, hw)) {
     std::printf("  %-29s %14s %14s\n", recompute_name(r.mode), bytes_text(r.no_sp).c_str(),

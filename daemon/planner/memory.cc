@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
+#include <vector>
 
 namespace partrain::planner {
 namespace {
@@ -88,15 +90,40 @@ ParamCounts count_params(const ModelDims& m) {
   return p;
 }
 
-double in_flight_micro_batches(const PlanLayout& l, int stage) {
-  if (l.pp <= 1) return 1;
-  const double m = l.grad_accum, p = l.pp;
-  if (l.sched == "gpipe") return m;
-  const double k = std::min(p - stage, m);
-  if (l.sched == "interleaved" && l.virtual_stages > 1) {
-    return k * (1 + (p - 1) / (p * l.virtual_stages));
+std::vector<double> chunk_slots(const PlanLayout& l, int stage) {
+  if (l.pp <= 1) return {1};
+  const int m = l.grad_accum, p = l.pp, v = std::max(1, l.virtual_stages), r = stage;
+  if (l.sched == "gpipe") return {static_cast<double>(m)};  // every forward before any backward
+  // ZB-H1 frees an input's activations only at its weight gradient, which rank r delays by
+  // r micro-batches: p in flight on every rank (at most m).
+  if (l.sched == "zbh1") return {static_cast<double>(std::min(p, m))};
+  if (l.sched == "interleaved" && v > 1) {
+    // The interleaved order (plugins/pipeline/interleaved): forward k runs chunk
+    // (k mod pv) / p, backward k chunk v - 1 - (k mod pv) / p; rank r runs
+    // 2(p - r - 1) + (v - 1)p warm-up forwards (all m v when m == p), then one forward and
+    // one backward at a time. Each chunk keeps its own most micro-batches at once.
+    const int total = m * v, warmup = m == p ? total : std::min(2 * (p - r - 1) + (v - 1) * p, total);
+    std::vector<int> now(static_cast<size_t>(v), 0), peak(static_cast<size_t>(v), 0);
+    auto fwd = [&](int k) {
+      const size_t c = static_cast<size_t>((k % (p * v)) / p);
+      peak[c] = std::max(peak[c], ++now[c]);
+    };
+    auto bwd = [&](int k) { --now[static_cast<size_t>(v - 1 - (k % (p * v)) / p)]; };
+    for (int k = 0; k < warmup; ++k) fwd(k);
+    for (int k = 0; k < total - warmup; ++k) {
+      fwd(warmup + k);
+      bwd(k);
+    }
+    return std::vector<double>(peak.begin(), peak.end());
   }
-  return k;
+  return {static_cast<double>(std::min(p - r, m))};  // 1F1B (and schedules the planner does not know)
+}
+
+double in_flight_micro_batches(const PlanLayout& l, int stage) {
+  const std::vector<double> slots = chunk_slots(l, stage);
+  double sum = 0;
+  for (double k : slots) sum += k;
+  return sum / static_cast<double>(slots.size());
 }
 
 double bubble_fraction(int pp, int micro_batches, int virtual_stages) {
@@ -105,19 +132,47 @@ double bubble_fraction(int pp, int micro_batches, int virtual_stages) {
   return (p - 1) / (m + p - 1) / std::max(1, virtual_stages);
 }
 
+namespace {
+
+// Blocks [first, end) of pipeline stage s of the pp * v stages.
+std::pair<int, int> stage_blocks(const ModelDims& m, const PlanLayout& l, int s) {
+  const int stages = l.pp * std::max(1, l.virtual_stages);
+  if (static_cast<int>(l.stage_bounds.size()) == stages + 1) {
+    return {l.stage_bounds[static_cast<size_t>(s)], l.stage_bounds[static_cast<size_t>(s) + 1]};
+  }
+  const int per = static_cast<int>(m.L) / stages;
+  return {s * per, (s + 1) * per};
+}
+
+// MoE blocks among blocks [b0, b1): those with (block + 1) % moe_every == 0.
+int moe_blocks(const ModelDims& m, int b0, int b1) {
+  int n = 0;
+  for (int i = b0; i < b1 && m.moe_layers > 0; ++i) n += (i + 1) % m.moe_every == 0 ? 1 : 0;
+  return n;
+}
+
+}  // namespace
+
 MemoryBreakdown stage_memory(const ModelDims& m, const PlanLayout& l, const Precision& prec,
                              double fragmentation, double reserved, int stage) {
   const ParamCounts pc = count_params(m);
   const double tp = l.tp, ep = l.ep, dp = l.dp, edp = std::max(1, l.dp / l.ep);
   const double pb = prec.param_bytes, gb = prec.grad_bytes, ab = prec.act_bytes;
+  const int v = l.pp > 1 ? std::max(1, l.virtual_stages) : 1, stages = l.pp * v;
+  // The rank's chunks are pipeline stages c * pp + stage (c < v), each a stage model with
+  // its own blocks and activation slots; the first stage (0) also holds the embeddings,
+  // the last (pp v - 1) the final norm and the head.
   const bool first = stage == 0, last = stage == l.pp - 1;
-  const int Ls = static_cast<int>(m.L) / l.pp;
-  // MoE blocks on this stage (every block is MoE when moe_layers == L, none when 0).
-  int moe_s = 0;
-  if (m.moe_layers > 0) {
-    for (int i = stage * Ls; i < (stage + 1) * Ls; ++i) moe_s += (i + 1) % m.moe_every == 0 ? 1 : 0;
+  int blocks = 0, moe_s = 0;
+  for (int c = 0; c < v; ++c) {
+    const auto [b0, b1] = stage_blocks(m, l, c * l.pp + stage);
+    blocks += b1 - b0;
+    moe_s += moe_blocks(m, b0, b1);
   }
-  const double dense_s = Ls - moe_s, experts = m.E / ep;
+  const double dense_s = blocks - moe_s, experts = m.E / ep;
+  // Vocabulary rows of the embedding, head and logits on tp rank 0, the rank that holds
+  // most: ceil(V / tp) (params.h vocab_rows; the last rank holds fewer).
+  const double Vr = std::ceil(m.V / tp), vocab = Vr * m.C;
 
   MemoryBreakdown mb;
   mb.stage = stage;
@@ -126,8 +181,8 @@ MemoryBreakdown stage_memory(const ModelDims& m, const PlanLayout& l, const Prec
   double dense = dense_s * (pc.layer_split / tp + pc.layer_repl) +
                  moe_s * (pc.moe_layer_split / tp + pc.moe_layer_repl);
   const double expert = moe_s * experts * (pc.expert_split / tp + pc.expert_repl);
-  if (first) dense += pc.embed / tp + pc.positions;
-  if (last) dense += pc.final_norm + (m.tied ? (l.pp > 1 ? pc.embed / tp : 0) : pc.head / tp);
+  if (first) dense += vocab + pc.positions;
+  if (last) dense += pc.final_norm + (m.tied ? (l.pp > 1 ? vocab : 0) : vocab);
   mb.params = dense + expert;
   // ZeRO as the engine stores it (engine/model/sharding.h): stage 1 shards the optimizer
   // state and reduces the gradient into an fp32 shard next to the full buffer; stage 2
@@ -142,8 +197,8 @@ MemoryBreakdown stage_memory(const ModelDims& m, const PlanLayout& l, const Prec
   const double moe_block =
       pc.moe_layer_split / tp + pc.moe_layer_repl + experts * (pc.expert_split / tp + pc.expert_repl);
   const double block = std::max(dense_s > 0 ? dense_block : 0.0, moe_s > 0 ? moe_block : 0.0);
-  const double ends = (first ? pc.embed / tp + pc.positions : 0) +
-                      (last ? pc.final_norm + (m.tied ? 0 : pc.head / tp) : 0);
+  const double ends = (first ? vocab + pc.positions : 0) +
+                      (last ? pc.final_norm + (m.tied ? 0 : vocab) : 0);
   constexpr int kZero3Prefetch = 1;
   mb.weights = l.zero >= 3 ? sharded(pb) + ((kZero3Prefetch + 1) * block + ends) * pb : mb.params * pb;
   mb.grads = l.zero >= 2   ? sharded(kF32) + (2 * block + ends) * gb
@@ -164,30 +219,65 @@ MemoryBreakdown stage_memory(const ModelDims& m, const PlanLayout& l, const Prec
   const double moe_acts = N * m.E * ab * seq + S * (kI32 + kF32) + S * 2 * C * ab +
                           S * (m.fc() + m.F) * ab * split;
   const bool none = m.recompute == Recompute::kNone, full = m.recompute == Recompute::kFull;
-  double kept = (Ls + 1) * N * C * ab * seq;  // block inputs res_[0..Ls]
-  if (none) kept += Ls * core;
-  if (!full) kept += Ls * rest;
-  kept += moe_s * moe_acts;
-  double once = 2 * N * kI32;  // tokens, targets
-  if (!none) once += core;     // the attention core, shared by all blocks
-  if (full) once += rest;      // one block's worth, rebuilt in backward
-  if (last) once += (N * C * ab + 2 * N * kF32) * seq + N * m.V * ab * split + 2 * N * kF32;
-  mb.in_flight = in_flight_micro_batches(l, stage);
-  mb.activations = kept * mb.in_flight + once;
-  // Backward scratch, shared by all blocks (MoE keeps its own per block).
-  double ws = N * C * ab * seq * (full ? 2 : 1);  // branch (+ recompute's res scratch)
-  ws += 3 * N * C * ab * seq + N * C * ab * split;                    // dres dln dbranch, datt
-  ws += N * (m.qkv() + m.fc() + m.F) * ab * split;                    // dqkv dfc dact
-  if (last) ws += N * kF32 + N * m.V * ab * split;                    // dloss, dlogits
-  ws += moe_s * (S * kF32 + N * m.E * ab * seq + cap * 2 * C * ab + cap * (m.fc() + m.F) * ab * split);
+  const bool zbh1 = l.pp > 1 && l.sched == "zbh1";
+  // Per chunk: one slot (a micro-batch in flight) keeps its residual stream res_[lo..hi],
+  // its blocks' records, the token ids on the first stage, the targets and the head's
+  // buffers on the last, and under ZB-H1 every GEMM's output gradient until the weight
+  // gradient; the slots share what recompute rebuilds and the backward scratch.
+  const std::vector<double> slots = chunk_slots(l, stage);
+  double acts = 0, ws = 0, in_flight = 0;
+  for (int c = 0; c < v; ++c) {
+    const int s = c * l.pp + stage;
+    const auto [b0, b1] = stage_blocks(m, l, s);
+    const double Lc = b1 - b0;
+    const int moe_c = moe_blocks(m, b0, b1);
+    const bool has_embed = s == 0, has_head = s == stages - 1;
+    double slot = (Lc + 1) * N * C * ab * seq;  // block inputs res_[lo..hi]
+    if (none) slot += Lc * core;
+    if (!full) slot += Lc * rest;
+    slot += moe_c * moe_acts;
+    if (has_embed) slot += N * kI32;  // token ids
+    if (has_head) slot += N * kI32 + (N * C * ab + 2 * N * kF32) * seq + N * Vr * ab + 2 * N * kF32;
+    if (zbh1) slot += Lc * N * (2 * C + m.fc() + m.qkv()) * ab + (has_head ? N * Vr * ab : 0);
+    const double k = slots[static_cast<size_t>(c)];
+    in_flight += k / v;
+    acts += k * slot;
+    if (!none) acts += core;  // the attention core, shared by all blocks and slots
+    if (full) acts += rest;   // one block's worth, rebuilt in backward
+    // Tensor parallel's vocabulary-parallel lookup and loss: six token-index and two fp32
+    // per-token buffers (engine/model/vocab_parallel.cc tp_allocate).
+    if (l.tp > 1) acts += 8 * N * kI32;
+    // Backward scratch, shared by the chunk's blocks (MoE keeps its own per block). The
+    // branch output and dln are whole sequences even under sp (a row-parallel output before
+    // its reduce-scatter, a column-parallel input's gradient); dres, dbranch and
+    // recompute's res scratch are the rank's rows.
+    ws += N * C * ab + (full ? N * C * ab * seq : 0);             // branch, res scratch
+    ws += 2 * N * C * ab * seq + N * C * ab + N * C * ab * split; // dres dbranch, dln, datt
+    ws += N * (m.qkv() + m.fc() + m.F) * ab * split;              // dqkv dfc dact
+    if (has_head) ws += N * kF32 + N * Vr * ab;                   // dloss, dlogits
+    // Sequence parallel: the all-gathered input, the partial output, their whole-sequence
+    // gradient, the rank's rows of it and a norm's gradient scratch (tp_allocate).
+    if (l.tp > 1 && l.sp) ws += 3 * N * C * ab + N * C * ab * seq + 2 * C * gb;
+    ws += moe_c * (S * kF32 + N * m.E * ab * seq + cap * 2 * C * ab + cap * (m.fc() + m.F) * ab * split);
+    // Pipeline transfers (the executor's): the received output gradient of every slot
+    // unless the chunk is the last stage, the input gradient sent back of every
+    // micro-batch unless it is the first.
+    if (l.pp > 1 && !has_head) ws += k * N * C * ab * seq;
+    if (l.pp > 1 && !has_embed) ws += l.grad_accum * N * C * ab * seq;
+  }
+  // A tied embedding split over the first and last stage: each receives the other's
+  // gradient of it to sum them (Megatron's embedding group).
+  if (l.pp > 1 && m.tied && (first || last)) ws += vocab * gb;
+  mb.in_flight = in_flight;
+  mb.activations = acts;
   mb.workspace = ws;
 
   // Communication buffers (not in the engine's accounting: they live in the strategies).
+  // (Sequence parallel's gathered sequence and the pipeline's transfers are in the
+  // workspace above.)
   double buffers = 0;
   if (l.dp > 1 && l.zero < 3) buffers += 2 * std::min(kDpBucketBytes, (dense + expert) * 4);
   // (ZeRO-3's gathered and prefetched blocks are the weight slots above.)
-  if (l.pp > 1) buffers += 2 * 2 * N * C * ab * seq;  // send and receive, activation and gradient
-  if (l.tp > 1 && l.sp) buffers += N * C * ab;        // the all-gathered sequence
   if (l.ep > 1 && moe_s > 0) buffers += 2 * S * C * ab;  // dispatch and combine
   mb.comm_buffers = buffers;
   mb.margin = fragmentation * (mb.engine_total() + buffers);
@@ -195,11 +285,19 @@ MemoryBreakdown stage_memory(const ModelDims& m, const PlanLayout& l, const Prec
   return mb;
 }
 
+std::vector<MemoryBreakdown> all_stage_memory(const ModelDims& m, const PlanLayout& l,
+                                              const Precision& p, double fragmentation,
+                                              double reserved) {
+  std::vector<MemoryBreakdown> out;
+  for (int s = 0; s < std::max(1, l.pp); ++s) out.push_back(stage_memory(m, l, p, fragmentation, reserved, s));
+  return out;
+}
+
 MemoryBreakdown peak_memory(const ModelDims& m, const PlanLayout& l, const Precision& p,
                             double fragmentation, double reserved) {
-  MemoryBreakdown best = stage_memory(m, l, p, fragmentation, reserved, 0);
-  for (int s = 1; s < l.pp; ++s) {
-    MemoryBreakdown b = stage_memory(m, l, p, fragmentation, reserved, s);
+  const std::vector<MemoryBreakdown> stages = all_stage_memory(m, l, p, fragmentation, reserved);
+  MemoryBreakdown best = stages.front();
+  for (const MemoryBreakdown& b : stages) {
     if (b.total() > best.total()) best = b;
   }
   return best;

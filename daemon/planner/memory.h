@@ -4,13 +4,18 @@
 // (engine/backend.h MemoryStats), so a prediction can be held against a run's
 // "peak memory" line. The formulas, term by term, are in partrain-plan(1).
 //
-// Single-device terms follow what the engine allocates (engine/model/model.cc allocate,
-// moe.cc, train/optimizer.cc) tensor by tensor; the tensor-, pipeline- and ZeRO-sharded
-// terms follow DESIGN.md's semantics (Megatron-style column/row splits, sequence
-// parallel, 1F1B keeping at most p micro-batches, ZeRO 1/2/3 sharding).
+// Single-device, tensor-parallel and ZeRO terms follow what the engine allocates
+// (engine/model/model.cc allocate, vocab_parallel.cc tp_allocate, sharding.cc, moe.cc,
+// train/optimizer.cc) tensor by tensor, on tp rank 0 (the most vocabulary rows); the
+// pipeline terms follow the pipeline executor (worker/pipeline_parallel.cc and the
+// engine's stage models): a stage's contiguous blocks as pipeline/partition.h splits
+// them, embeddings on the first stage, final norm and head on the last (a tied embedding
+// on both), one activation slot per micro-batch the schedule keeps in flight on each chunk
+// (GPipe m, 1F1B at most p), the transfers' gradient buffers.
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "engine/options.h"
 #include "planner/hardware.h"
@@ -35,9 +40,9 @@ ModelDims model_dims(const engine::ModelOptions& options);
 // Parameters by where they live. Matrices and column-parallel biases split over tp;
 // row-parallel biases, norms, positions and the router are replicated.
 struct ParamCounts {
-  double embed = 0;        // token embedding V*C (vocab-parallel: / tp)
+  double embed = 0;        // token embedding V*C (vocab-parallel: ceil(V / tp) rows)
   double positions = 0;    // learned positions T*C (gpt2)
-  double head = 0;         // untied LM head V*C (/ tp); 0 when tied
+  double head = 0;         // untied LM head V*C (the same rows); 0 when tied
   double final_norm = 0;   // final LayerNorm/RMSNorm
   double layer_split = 0;  // one dense block's tp-split part (matrices, column biases)
   double layer_repl = 0;   // one dense block's replicated part (norms, row biases)
@@ -57,6 +62,10 @@ struct PlanLayout {
   std::string sched = "1f1b";
   int micro_batch = 1;  // sequences per micro-batch per rank
   int grad_accum = 1;   // micro-batches per step, the pipeline's m
+  // Block boundaries of the pp * v pipeline stages: stage s holds blocks
+  // [stage_bounds[s], stage_bounds[s + 1]), as pipeline/partition.h splits the model for
+  // the runtime. Empty: L / (pp v) blocks each.
+  std::vector<int> stage_bounds;
   int world() const { return tp * cp * pp * dp; }
 };
 
@@ -79,12 +88,26 @@ struct MemoryBreakdown {
 // Rank memory of pipeline stage `stage` (0 = first).
 MemoryBreakdown stage_memory(const ModelDims& m, const PlanLayout& l, const Precision& p,
                              double fragmentation, double reserved, int stage);
+// Every stage's rank, first to last (one entry without a pipeline).
+std::vector<MemoryBreakdown> all_stage_memory(const ModelDims& m, const PlanLayout& l,
+                                              const Precision& p, double fragmentation,
+                                              double reserved);
 // The stage with the largest total: what decides whether the layout fits.
 MemoryBreakdown peak_memory(const ModelDims& m, const PlanLayout& l, const Precision& p,
                             double fragmentation, double reserved);
 
-// Micro-batches whose activations one stage keeps alive at once: 1 without pipelining,
-// m for GPipe, min(p - stage, m) for 1F1B, times (1 + (p-1)/(p*v)) for interleaved.
+// Activation slots of each of the rank's v chunks (pipeline stages c * pp + stage): the
+// most micro-batches whose activations the chunk holds at once in the rank's action order,
+// as the shipped schedules (plugins/pipeline) order them and the pipeline executor
+// allocates them (a slot per micro-batch in flight, per chunk): {1} without pipelining,
+// {m} for GPipe, {min(p - stage, m)} for 1F1B (at most p, on the first stage),
+// {min(p, m)} for ZB-H1 (inputs kept until the delayed weight gradient), and for
+// interleaved each chunk's own peak in Megatron's interleaved order (their sum is at least
+// the rank's peak, p (1 + (p-1)/(p v)) chunk micro-batches on the first stage). Unknown
+// schedules count as 1F1B.
+std::vector<double> chunk_slots(const PlanLayout& l, int stage);
+// The rank's in-flight micro-batches in units of its whole share of the layers: the sum of
+// chunk_slots over v.
 double in_flight_micro_batches(const PlanLayout& l, int stage);
 
 // The pipeline bubble, the idle fraction of a step: (p-1)/(m+p-1), divided by v when

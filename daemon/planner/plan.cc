@@ -1,10 +1,13 @@
 // make_plan: validate, size, count bytes, time (see plan.h).
 #include "planner/plan.h"
 
+#include <algorithm>
+
 #include "layout/layout.h"
 #include "layout/mapping.h"
 #include "layout/topology.h"
 #include "layout/validate.h"
+#include "pipeline/partition.h"
 
 namespace partrain::planner {
 namespace {
@@ -74,9 +77,27 @@ Result<Plan> make_plan(const config::JobConfig& job, const Cluster& cluster,
   l.virtual_stages = spec.virtual_stages;
   l.micro_batch = *micro;
   l.grad_accum = *accum;
+  if (l.pp > 1) {
+    // The stages' blocks as the runtime splits them: balanced by cost, the embeddings with
+    // the first stage and the head with the last (pipeline/partition.h).
+    engine::ModelOptions resolved = job.model;
+    resolved.kv_heads = static_cast<int>(plan.model.KV);
+    resolved.ffn_hidden = static_cast<int>(plan.model.F);
+    Result<std::vector<pipeline::PieceCost>> pieces = pipeline::piece_costs(resolved);
+    if (!pieces) return pieces.status();
+    Result<std::vector<pipeline::StagePart>> parts =
+        pipeline::partition_stages(*pieces, l.pp * std::max(1, l.virtual_stages));
+    if (!parts) return parts.status();
+    for (const pipeline::StagePart& part : *parts) l.stage_bounds.push_back(part.first_block);
+    l.stage_bounds.push_back(parts->back().end_block);
+  }
   plan.global_batch = static_cast<int64_t>(l.micro_batch) * l.grad_accum * l.dp;
   plan.bubble = bubble_fraction(l.pp, l.grad_accum, l.virtual_stages);
-  plan.memory = peak_memory(plan.model, l, plan.precision, hw.fragmentation, hw.reserved_bytes);
+  plan.stages = all_stage_memory(plan.model, l, plan.precision, hw.fragmentation, hw.reserved_bytes);
+  plan.memory = plan.stages.front();  // the stage that needs most decides the fit
+  for (const MemoryBreakdown& b : plan.stages) {
+    if (b.total() > plan.memory.total()) plan.memory = b;
+  }
   plan.capacity = hw.memory_bytes;
   plan.fits = plan.memory.total() <= plan.capacity;
 

@@ -30,6 +30,7 @@ struct Plan {
   ParamCounts params;
   Precision precision;
   MemoryBreakdown memory;        // the pipeline stage that needs the most
+  std::vector<MemoryBreakdown> stages;  // every stage's rank (tp rank 0), first to last
   double capacity = 0;           // the device's memory
   bool fits = false;             // memory.total() <= capacity
   int64_t global_batch = 0;      // micro_batch x grad_accum x dp

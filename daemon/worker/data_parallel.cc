@@ -121,17 +121,14 @@ class DataParallelHooks final : public engine::train::StepHooks {
     if (expert_ != nullptr) {  // the all-to-alls, the norm's sum, the experts' gradients: all exposed
       partrain_expert_stats_v1_t es{};
       PARTRAIN_RETURN_IF_ERROR(expert_->step_end(&es));
-      sm->ep_comm_ms += es.comm_ms;
-      sm->comm_ms += es.comm_ms;
-      sm->exposed_ms += es.comm_ms;
-      sm->collectives += static_cast<int>(es.collectives);
+      sm->add_comm(engine::train::CommAxis::kEp, es.comm_ms, es.comm_ms,
+                   static_cast<int>(es.collectives));
     }
     if (tensor_ != nullptr) {  // the regions' collectives: all exposed (each is waited for)
       partrain_tensor_stats_v1_t ts{};
       PARTRAIN_RETURN_IF_ERROR(tensor_->step_end(&ts));
-      sm->comm_ms += ts.comm_ms;
-      sm->exposed_ms += ts.comm_ms;
-      sm->collectives += static_cast<int>(ts.collectives);
+      sm->add_comm(engine::train::CommAxis::kTp, ts.comm_ms, ts.comm_ms,
+                   static_cast<int>(ts.collectives));
     }
     if (plugin_ == nullptr) return Status::ok();
     if (zero_ != nullptr) PARTRAIN_RETURN_IF_ERROR(zero_->status());
@@ -143,9 +140,8 @@ class DataParallelHooks final : public engine::train::StepHooks {
     }
     partrain_sync_stats_v2_t stats{};
     PARTRAIN_RETURN_IF_ERROR(plugin_->step_end(&stats));
-    sm->comm_ms += stats.comm_ms;
-    sm->exposed_ms += stats.exposed_ms;
-    sm->collectives += static_cast<int>(stats.collectives);
+    sm->add_comm(engine::train::CommAxis::kDp, stats.comm_ms, stats.exposed_ms,
+                 static_cast<int>(stats.collectives));
     return Status::ok();
   }
 

@@ -83,9 +83,10 @@ struct DataParallelRun {
 // Trains job->training.steps steps (from the resume checkpoint's step on, when given),
 // saving as [checkpoint] says: dp rank r writes the r-th 1/dp slice of every tensor (a ZeRO
 // rank its shard). Rank 0 prints step lines and writes metrics.jsonl
-// (the trainer's fields plus comm_ms: first gradient collective started to last finished;
-// exposed_ms: of that, the time the rank waited; exposed_share = exposed_ms / step_ms;
-// collectives: gradient buckets all-reduced). unavailable when a peer
+// (the trainer's fields plus, per axis, dp_comm_ms: first gradient collective started to
+// last finished, dp_exposed_ms: of that, the time the rank waited; tp_comm_ms = tp_exposed_ms:
+// the time inside the regions' collectives; comm_ms, exposed_ms and collectives: the sums
+// over the axes; exposed_share = exposed_ms / step_ms). unavailable when a peer
 // failed; unavailable "stopped at step N" when *stop ended the run early.
 Status train_data_parallel(const DataParallelRun& run);
 

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -76,9 +77,30 @@ TEST(PlannerCli, TextShowsTheBreakdownAndTheVerdict) {
   ASSERT_EQ(r.rc, 0) << r.err;
   for (const char* want : {"weights", "gradients", "optimizer state", "activations", "workspace",
                            "comm buffers", "fragmentation margin", "fits", "global batch 16",
-                           "pipeline bubble", "intra-node", "tokens/s/GPU", "MFU"}) {
+                           "pipeline bubble", "intra-node", "tokens/s/GPU", "MFU",
+                           "per pipeline stage", "stage 0: block 0 + embedding",
+                           "stage 1: block 1 + head (tied copy)"}) {
     EXPECT_NE(r.out.find(want), std::string::npos) << want << " missing in\n" << r.out;
   }
+}
+
+// pp2: one memory object per stage, and the top-level figures are the stage that needs most.
+TEST(PlannerCli, JsonHasEveryPipelineStage) {
+  const Outcome r = plan("'" + kTiny + "' --hardware cpu --partrain=pp2,sched=gpipe --gpus-per-node 2 --json");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  partrain::Result<JsonValue> j = partrain::engine::io::parse_json(r.out);
+  ASSERT_TRUE(j.is_ok()) << j.status().message() << "\n" << r.out;
+  const JsonValue& mem = at(*j, "memory");
+  const JsonValue& stages = at(mem, "stages");
+  ASSERT_EQ(stages.items.size(), 2u);
+  double most = 0;
+  for (size_t s = 0; s < 2; ++s) {
+    EXPECT_EQ(number(stages.items[s], "stage"), static_cast<double>(s));
+    EXPECT_EQ(number(stages.items[s], "in_flight_micro_batches"), 2);  // GPipe: m = 16 / 8
+    most = std::max(most, number(stages.items[s], "total"));
+  }
+  EXPECT_EQ(number(mem, "total"), most);
+  EXPECT_EQ(number(stages.items[static_cast<size_t>(number(mem, "stage"))], "total"), most);
 }
 
 TEST(PlannerCli, SearchRanksFastestFirst) {

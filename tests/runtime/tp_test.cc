@@ -4,11 +4,12 @@
 // relative), also with dropout (masks keyed by logical position) and full or selective
 // recompute; the per-rank memory of tp1, tp2 and tp2+sp equals the hand count; a tp the
 // model cannot split is refused by the layout core before any worker starts (exit 2, one
-// line); [plugins.tp] takes no keys.
+// line); [plugins.tp] takes no keys; metrics.jsonl splits collective time into dp and tp.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <regex>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -185,6 +186,54 @@ TEST_F(Runtime, TpMemoryPerRankByHand) {
   EXPECT_NEAR(field(tp2, "weights") / field(one, "weights"), 0.5, 0.02);
   EXPECT_NEAR(field(nosp, "activations") / field(one, "activations"), 0.64, 0.01);
   EXPECT_NEAR(field(tp2, "activations") / field(one, "activations"), 0.50, 0.01);
+}
+
+}  // namespace
+
+namespace {
+
+// A number from one metrics.jsonl line; NaN (and a failure) when the key is missing.
+double metric(const std::string& line, const std::string& key) {
+  const std::regex re("\"" + key + "\":([-0-9.eE+]+)");
+  std::smatch m;
+  if (!std::regex_search(line, m, re)) {
+    ADD_FAILURE() << key << " missing in " << line;
+    return std::nan("");
+  }
+  return std::stod(m[1].str());
+}
+
+// tp2 x dp2: every step's metrics carry each axis' collective time, the exposed part at
+// most the whole, the totals the sums over the axes (each printed to 1 us, so within 2
+// us); the step line shows the exposed time of both axes. A tp-only run has no dp keys.
+TEST_F(Runtime, CollectiveTimePerAxis) {
+  Proc p = start({PARTRAIN_CLI, "run", kTiny, "--partrain=tp2,dp2", "--nproc", "4", "--steps", "3"},
+                 env("tpdp"), dir_, "tpdp");
+  ASSERT_EQ(wait_exit(p.pid), 0) << slurp(p.err);
+  std::istringstream lines(slurp(dir_ + "/tpdp/metrics.jsonl"));
+  int steps = 0;
+  for (std::string line; std::getline(lines, line); ++steps) {
+    const double dp = metric(line, "dp_comm_ms"), dpx = metric(line, "dp_exposed_ms");
+    const double tp = metric(line, "tp_comm_ms"), tpx = metric(line, "tp_exposed_ms");
+    EXPECT_GT(dp, 0) << line;
+    EXPECT_GT(tp, 0) << line;
+    EXPECT_GE(dpx, 0) << line;
+    EXPECT_LE(dpx, dp) << line;
+    EXPECT_LE(tpx, tp) << line;
+    EXPECT_NEAR(metric(line, "comm_ms"), dp + tp, 2e-3) << line;
+    EXPECT_NEAR(metric(line, "exposed_ms"), dpx + tpx, 2e-3) << line;
+    EXPECT_EQ(line.find("pp_comm_ms"), std::string::npos) << line;
+  }
+  EXPECT_EQ(steps, 3);
+  const std::string out = slurp(p.out);
+  EXPECT_TRUE(std::regex_search(out, std::regex(R"(exposed dp [0-9.]+ \+ tp [0-9.]+ ms \()"))) << out;
+
+  Proc t = start({PARTRAIN_CLI, "run", kTiny, "--partrain=tp2", "--nproc", "2", "--steps", "1"},
+                 env("tp"), dir_, "tp");
+  ASSERT_EQ(wait_exit(t.pid), 0) << slurp(t.err);
+  const std::string tp_only = slurp(dir_ + "/tp/metrics.jsonl");
+  EXPECT_EQ(tp_only.find("dp_comm_ms"), std::string::npos) << tp_only;
+  EXPECT_NEAR(metric(tp_only, "comm_ms"), metric(tp_only, "tp_comm_ms"), 1e-9) << tp_only;
 }
 
 }  // namespace

@@ -57,16 +57,20 @@ std::string metrics_json(const StepMetrics& m) {
     line += "]";
     line += fmt::format(",\"dropped_tokens\":{},\"aux_loss\":{}", m.dropped_tokens, m.aux_loss);
   }
-  if (m.ep > 1) {
-    line += fmt::format(",\"ep_comm_ms\":{:.3f},\"ep_exposed_ms\":{:.3f},\"ep\":{}", m.ep_comm_ms,
-                        m.ep_comm_ms, m.ep);
-  }
-  if (m.dp > 1 || m.tp > 1) {
+  if (m.ep > 1) line += fmt::format(",\"ep\":{}", m.ep);
+  if (m.dp > 1 || m.tp > 1 || m.collectives > 0) {
     const double share = m.step_ms > 0 ? m.exposed_ms / m.step_ms : 0.0;
     line += fmt::format(",\"comm_ms\":{:.3f},\"exposed_ms\":{:.3f},\"exposed_share\":{:.4f},"
                         "\"collectives\":{},\"dp\":{}", m.comm_ms, m.exposed_ms, share,
                         m.collectives, m.dp);
     if (m.tp > 1) line += fmt::format(",\"tp\":{}", m.tp);
+    for (int a = 0; a < kNumCommAxes; ++a) {
+      const AxisComm& x = m.axes[static_cast<size_t>(a)];
+      if (x.collectives == 0) continue;
+      const char* name = comm_axis_name(static_cast<CommAxis>(a));
+      line += fmt::format(",\"{}_comm_ms\":{:.3f},\"{}_exposed_ms\":{:.3f}", name, x.comm_ms, name,
+                          x.exposed_ms);
+    }
   }
   return line + "}";
 }
@@ -240,9 +244,18 @@ void Trainer::print_step(const StepMetrics& m) const {
                   static_cast<long long>(m.expert_tokens[i]));
     }
   }
-  if (m.dp > 1 || m.tp > 1) {
-    std::printf(" | comm %.1f ms, exposed %.1f ms (%.0f%% of the step)", m.comm_ms,
-                m.exposed_ms, m.step_ms > 0 ? 100 * m.exposed_ms / m.step_ms : 0.0);
+  if (m.dp > 1 || m.tp > 1 || m.collectives > 0) {
+    // "comm 12.0 ms, exposed dp 1.5 + tp 8.0 ms (40% of the step)"
+    std::string exposed;
+    for (int a = 0; a < kNumCommAxes; ++a) {
+      const AxisComm& x = m.axes[static_cast<size_t>(a)];
+      if (x.collectives == 0) continue;
+      exposed += fmt::format("{}{} {:.1f}", exposed.empty() ? "" : " + ",
+                             comm_axis_name(static_cast<CommAxis>(a)), x.exposed_ms);
+    }
+    if (exposed.empty()) exposed = fmt::format("{:.1f}", m.exposed_ms);
+    std::printf(" | comm %.1f ms, exposed %s ms (%.0f%% of the step)", m.comm_ms, exposed.c_str(),
+                m.step_ms > 0 ? 100 * m.exposed_ms / m.step_ms : 0.0);
   }
   if (m.save_stall_ms > 0) {
     std::printf(" | checkpoint: %.1f ms stall, %.1f MB/s", m.save_stall_ms, m.save_mb_per_s);

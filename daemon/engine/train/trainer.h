@@ -53,6 +53,24 @@ struct RunOptions {
   const std::atomic<bool>* stop = nullptr;
 };
 
+// The parallel axes whose collectives a step reports, in metrics.jsonl order; the names
+// are the key prefixes (`dp_comm_ms`, `dp_exposed_ms`, ...). An axis joins by adding its
+// collectives with StepMetrics::add_comm.
+enum class CommAxis { kDp, kTp, kPp, kEp };
+inline constexpr int kNumCommAxes = 4;
+inline const char* comm_axis_name(CommAxis a) {
+  constexpr const char* kNames[kNumCommAxes] = {"dp", "tp", "pp", "ep"};
+  return kNames[static_cast<int>(a)];
+}
+
+// One axis' collectives in a step. comm_ms: the time they took (dp: first started to last
+// finished; tp: the time inside them); exposed_ms: the part this rank waited for them,
+// not hidden behind compute (<= comm_ms).
+struct AxisComm {
+  double comm_ms = 0, exposed_ms = 0;
+  int collectives = 0;
+};
+
 // One optimizer step's numbers, as written to metrics.jsonl.
 struct StepMetrics {
   int64_t step = 0;        // 1-based
@@ -62,12 +80,22 @@ struct StepMetrics {
   int64_t tokens = 0;      // tokens trained on so far, this step included
   double step_ms = 0, fwd_ms = 0, bwd_ms = 0, opt_ms = 0;
   double data_ms = 0;       // reading the step's samples (the data-loading share of step_ms)
-  // Data parallel only (dp > 1): gradient collectives of the step. comm_ms: first
-  // collective started to last finished; exposed_ms: the part this rank waited for.
+  // Collectives of the step (dp > 1 or tp > 1), per axis and in total: comm_ms,
+  // exposed_ms and collectives are the sums over the axes (add_comm keeps them so).
   int dp = 1;
-  int tp = 1;  // tensor parallel: the regions' collectives are counted in too
+  int tp = 1;
+  std::array<AxisComm, kNumCommAxes> axes{};
   double comm_ms = 0, exposed_ms = 0;
   int collectives = 0;
+  void add_comm(CommAxis a, double comm, double exposed, int count) {
+    AxisComm& x = axes[static_cast<size_t>(a)];
+    x.comm_ms += comm;
+    x.exposed_ms += exposed;
+    x.collectives += count;
+    comm_ms += comm;
+    exposed_ms += exposed;
+    collectives += count;
+  }
   // A checkpoint saved after this step: how long training waited for it and how fast
   // its shard was written (0 when none).
   double save_stall_ms = 0;
@@ -83,7 +111,6 @@ struct StepMetrics {
   double aux_loss = 0;
   int experts = 0;  // E, to print expert_tokens per block; 0 for a dense model
   int ep = 1;
-  double ep_comm_ms = 0;  // the ep all-to-alls (all exposed: each is waited for)
   // This rank's peak bytes per memory category so far (engine/backend.h MemoryStats).
   std::array<size_t, kNumMemCategories> peak_bytes{};
 };
@@ -122,7 +149,9 @@ class SaveHook {
   virtual Status after_step(Trainer& trainer, bool final, StepMetrics* m) = 0;
 };
 
-// One metrics.jsonl line (no trailing newline); the collective fields only when dp > 1.
+// One metrics.jsonl line (no trailing newline); the collective fields only when dp > 1,
+// tp > 1 or some axis had collectives, and `<axis>_comm_ms` / `<axis>_exposed_ms` only for
+// the axes that had some.
 std::string metrics_json(const StepMetrics& m);
 
 class Trainer {
