@@ -19,6 +19,7 @@
 #include "store/shard_file.h"
 #include "worker/comm_adapter.h"
 #include "worker/data_plugin.h"
+#include "worker/device_comm.h"
 #include "worker/tensor_plugin.h"
 
 namespace partrain::worker {
@@ -70,8 +71,8 @@ class ZeroComm final : public engine::model::ShardComm {
 class DataParallelHooks final : public engine::train::StepHooks {
  public:
   DataParallelHooks(const DataParallelRun& run, DataPlugin* plugin, ZeroComm* zero,
-                    TensorPluginComm* tensor)
-      : run_(run), plugin_(plugin), zero_(zero), tensor_(tensor) {}
+                    TensorPluginComm* tensor, HostReducer* dp_values)
+      : run_(run), plugin_(plugin), zero_(zero), tensor_(tensor), dp_values_(dp_values) {}
 
   Status begin_step(int64_t step) override {
     if (plugin_ == nullptr) return Status::ok();
@@ -144,7 +145,7 @@ class DataParallelHooks final : public engine::train::StepHooks {
       stop_ = shared[1] > 0;
     }
     if (run_.dp_comm == nullptr) return Status::ok();  // one dp rank: its loss, exactly
-    PARTRAIN_RETURN_IF_ERROR(run_.dp_comm->all_reduce(shared, 2, comm::ReduceOp::kSum)->wait());
+    PARTRAIN_RETURN_IF_ERROR(dp_values_->all_reduce(shared, 2, comm::ReduceOp::kSum));
     *loss = static_cast<double>(shared[0]) / run_.dp;
     stop_ = shared[1] > 0;
     return Status::ok();
@@ -168,6 +169,7 @@ class DataParallelHooks final : public engine::train::StepHooks {
   DataPlugin* plugin_;  // null on one rank
   ZeroComm* zero_;      // null unless ZeRO
   TensorPluginComm* tensor_;  // null unless tp > 1
+  HostReducer* dp_values_;    // the loss and stop flag over the dp group (GPU: staged)
   bool stop_ = false;
 };
 
@@ -204,12 +206,13 @@ Status train_data_parallel(const DataParallelRun& run) {
   o.name = job.name;
   o.run_dir = run.rank == 0 ? job.run_dir : "";  // rank 0 writes metrics.jsonl
   o.quiet = run.rank != 0;                       // and the step lines
+  o.device = job.device;  // "cuda": the one GPU the agent made visible, cuda:0
   o.dp = run.dp;
   o.dp_rank = run.dp_rank;
   o.tp = engine::model::TensorOptions{run.tp_rank, run.tp, run.tp > 1 && run.sp};
   // MFU against the hardware profile the user named (PARTRAIN_HARDWARE), else `cpu`.
   const char* hardware = std::getenv("PARTRAIN_HARDWARE");
-  Result<planner::RunAccounting> acct = planner::run_accounting(job.model, "cpu", hardware ? hardware : "");
+  Result<planner::RunAccounting> acct = planner::run_accounting(job.model, job.device, hardware ? hardware : "");
   if (!acct) return acct.status();
   o.world = run.world;
   o.model_flops_per_token = acct->model_flops_per_token;
@@ -222,9 +225,9 @@ Status train_data_parallel(const DataParallelRun& run) {
     plugin = std::make_unique<DataPlugin>(run.plugin_v1, run.plugin_v2);
     // This rank's flat buffer: its tensor-parallel pieces under tp.
     const size_t num_params = static_cast<size_t>(engine::model::build_param_table(job.model, o.tp).total());
-    constexpr uint64_t kFeatures = PARTRAIN_HOST_SHARD_OPTIMIZER | PARTRAIN_HOST_SHARD_GRADS |
-                                   PARTRAIN_HOST_SHARD_PARAMS;
-    PARTRAIN_RETURN_IF_ERROR(plugin->init(run.plugin_config, run.dp_comm, run.rank, num_params, kFeatures));
+    const uint64_t features = PARTRAIN_HOST_SHARD_OPTIMIZER | PARTRAIN_HOST_SHARD_GRADS |
+                               PARTRAIN_HOST_SHARD_PARAMS | buffer_memory_feature(job.device);
+    PARTRAIN_RETURN_IF_ERROR(plugin->init(run.plugin_config, run.dp_comm, run.rank, num_params, features));
     const partrain_data_plan_v2_t& plan = plugin->plan();
     o.shard.stage = plan.stage;
     o.shard.begin = static_cast<int64_t>(plan.shard_begin);
@@ -233,6 +236,9 @@ Status train_data_parallel(const DataParallelRun& run) {
   }
   Result<std::unique_ptr<engine::train::Trainer>> trainer = engine::train::Trainer::create(o);
   if (!trainer) return trainer.status();
+  // GPU ranks: NCCL after the backend's compute stream; the loss staged through the device.
+  if (run.dp_comm != nullptr) PARTRAIN_RETURN_IF_ERROR(bind_to_backend(*run.dp_comm, (*trainer)->backend()));
+  HostReducer dp_values(run.dp_comm, &(*trainer)->backend());
   std::unique_ptr<ZeroComm> zero;
   if (plugin && plugin->plan().stage > 0) {
     zero = std::make_unique<ZeroComm>(plugin.get(), run.dp_comm);
@@ -244,7 +250,7 @@ Status train_data_parallel(const DataParallelRun& run) {
     PARTRAIN_RETURN_IF_ERROR(tensor->init(run.tensor_config, o.tp.sp, run.rank, run.world));
     (*trainer)->model().set_tensor_comm(tensor.get());
   }
-  DataParallelHooks hooks(run, plugin.get(), zero.get(), tensor.get());
+  DataParallelHooks hooks(run, plugin.get(), zero.get(), tensor.get(), &dp_values);
   (*trainer)->set_hooks(&hooks);
   // What this rank writes and reads back: plain dp holds everything (and writes its 1/dp
   // slice of it); a ZeRO rank its shard of the flat buffer; a tp rank its logical pieces
