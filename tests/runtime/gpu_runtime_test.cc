@@ -1,0 +1,128 @@
+// Whole jobs on GPUs through partraind (label gpu): the dp1 worker on cuda against one-rank
+// `partrain run --device cuda`; dp2 on two GPUs (NCCL, bucketed all-reduce overlapped with
+// backward) against one GPU with the same global batch; a killed GPU worker stopping the job
+// with the retryable code. bf16 weights and activations: losses agree within 1e-2 relative
+// at every step (the loss tolerance of tests/gpu/model_test.cc), and the reference really
+// trains. Skips (exit 77, or per test with the reason) without a CUDA device; the dp2 tests
+// skip on one GPU, where NCCL refuses two ranks of a communicator on one device.
+#include <cuda_runtime.h>
+#include <signal.h>
+
+#include <thread>
+
+#include "runtime_helpers.h"
+
+namespace partrain::testing_runtime {
+namespace {
+
+constexpr int kSteps = 20;
+constexpr double kBf16Loss = 1e-2;  // relative, per step
+
+int gpus() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) return 0;
+  return n;
+}
+
+class Gpu : public Runtime {
+ protected:
+  std::map<std::string, std::string> gpu_env(const std::string& run) const {
+    auto e = env(run);
+    e["PARTRAIN_DEVICE"] = "cuda";  // partraind's workers; `partrain run` takes --device
+    return e;
+  }
+  // Every step's loss within kBf16Loss of the reference's; prints the largest difference.
+  void expect_close(const std::string& ref_run, const std::string& got_run) {
+    const std::vector<double> ref = losses(dir_ + "/" + ref_run + "/metrics.jsonl");
+    const std::vector<double> got = losses(dir_ + "/" + got_run + "/metrics.jsonl");
+    ASSERT_EQ(ref.size(), static_cast<size_t>(kSteps));
+    ASSERT_EQ(got.size(), ref.size());
+    double worst = 0;
+    for (size_t i = 0; i < ref.size(); ++i) {
+      EXPECT_LE(std::fabs(got[i] - ref[i]), kBf16Loss * std::fabs(ref[i]))
+          << got_run << " step " << i + 1 << ": " << got[i] << " vs " << ref_run << " " << ref[i];
+      worst = std::max(worst, std::fabs(got[i] - ref[i]) / std::fabs(ref[i]));
+    }
+    std::printf("%s vs %s: largest relative loss difference %.2e over %d steps\n", got_run.c_str(),
+                ref_run.c_str(), worst, kSteps);
+    EXPECT_LT(ref.back(), ref.front() - 0.5);  // a real trajectory
+  }
+  // `partrain run --device cuda` on one GPU: the reference.
+  void one_gpu(const std::string& run) {
+    Proc one = start({PARTRAIN_CLI, "run", kTiny, "--device", "cuda", "--steps", std::to_string(kSteps)},
+                     env(run), dir_, run);
+    ASSERT_EQ(wait_exit(one.pid), 0) << slurp(one.err);
+  }
+};
+
+TEST_F(Gpu, Dp1WorkerEqualsOneRankRun) {
+  if (gpus() < 1) GTEST_SKIP() << "no CUDA device";
+  one_gpu("one");
+  Proc dp1 = start({PARTRAIND, "--standalone", "--nproc", "1", "--partrain", "dp1", "--steps",
+                    std::to_string(kSteps), kTiny}, gpu_env("dp1"), dir_, "dp1");
+  ASSERT_EQ(wait_exit(dp1.pid), 0) << slurp(dp1.err);
+  EXPECT_NE(slurp(dp1.err).find("cuda:0"), std::string::npos) << slurp(dp1.err);  // really on the GPU
+  expect_close("one", "dp1");
+}
+
+TEST_F(Gpu, Dp2OnTwoGpusEqualsOneGpu) {
+  if (gpus() < 2) GTEST_SKIP() << "needs 2 CUDA devices (NCCL refuses two ranks on one), found " << gpus();
+  one_gpu("one");
+  // As a user starts it, with the default 25 MiB bucket: one all-reduce per step.
+  Proc dp2 = start({PARTRAIN_CLI, "run", kTiny, "--partrain=dp2", "--nproc", "2", "--device", "cuda",
+                    "--steps", std::to_string(kSteps)}, env("dp2"), dir_, "dp2");
+  ASSERT_EQ(wait_exit(dp2.pid), 0) << slurp(dp2.err);
+  expect_close("one", "dp2");
+  EXPECT_EQ(first_collectives(dir_ + "/dp2/metrics.jsonl"), 1);
+  // 0.25 MiB buckets: the 437760-float gradient in 2..7 all-reduces launched during backward.
+  const std::string buckets = job_copy(kTiny, dir_, "tiny-buckets.toml", "[plugins.dp]\nbucket_mb = 0.25\n");
+  Proc b = start({PARTRAIND, "--standalone", "--nproc", "2", "--partrain", "dp2", "--steps",
+                  std::to_string(kSteps), buckets}, gpu_env("buckets"), dir_, "buckets");
+  ASSERT_EQ(wait_exit(b.pid), 0) << slurp(b.err);
+  expect_close("one", "buckets");
+  const int c = first_collectives(dir_ + "/buckets/metrics.jsonl");
+  EXPECT_GE(c, 2);
+  EXPECT_LE(c, 7);
+  const std::string m = slurp(dir_ + "/buckets/metrics.jsonl");
+  EXPECT_NE(m.find("\"exposed_share\":"), std::string::npos) << m;
+}
+
+TEST_F(Gpu, KilledGpuWorkerStopsTheJobWithTheRetryableCode) {
+  if (gpus() < 2) GTEST_SKIP() << "needs 2 CUDA devices, found " << gpus();
+  Proc p = start({PARTRAIND, "--standalone", "--nproc", "2", "--partrain", "dp2", "--steps", "100000",
+                  "--heartbeat-timeout", "10", kTiny}, gpu_env("kill"), dir_, "kill");
+  std::map<int, pid_t> pids;
+  static const std::regex kStarted("rank ([0-9]+) started: pid ([0-9]+)");
+  const auto deadline = Clock::now() + std::chrono::seconds(120);
+  while (Clock::now() < deadline) {
+    const std::string err = slurp(p.err);
+    pids.clear();
+    for (std::sregex_iterator it(err.begin(), err.end(), kStarted), end; it != end; ++it) {
+      pids[std::stoi((*it)[1].str())] = std::stoi((*it)[2].str());
+    }
+    if (pids.size() == 2 && !slurp(dir_ + "/kill/metrics.jsonl").empty()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_EQ(pids.size(), 2u) << slurp(p.err);
+  const auto t0 = Clock::now();
+  ASSERT_EQ(::kill(pids[1], SIGKILL), 0);
+  EXPECT_EQ(wait_exit(p.pid), 75);
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(), 10.0);
+  EXPECT_NE(slurp(p.err).find("rank 1 (pid " + std::to_string(pids[1]) + ") died: killed by signal 9"),
+            std::string::npos) << slurp(p.err);
+  for (const auto& [rank, pid] : pids) EXPECT_NE(::kill(pid, 0), 0) << "rank " << rank << " is still there";
+}
+
+}  // namespace
+}  // namespace partrain::testing_runtime
+
+// Exit 77 (CTest's skip) without a device; listing the tests must work anywhere.
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  if (::testing::GTEST_FLAG(list_tests)) return RUN_ALL_TESTS();
+  if (partrain::testing_runtime::gpus() == 0) {
+    std::fprintf(stderr, "no CUDA device: skipping the GPU runtime tests\n");
+    return 77;
+  }
+  return RUN_ALL_TESTS();
+}
