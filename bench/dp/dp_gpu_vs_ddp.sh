@@ -56,14 +56,7 @@ for cfg in "d6-512 6 512 8 512 16" "d12-768 12 768 12 1024 8"; do
     "$layers" "$hidden" "$heads" "$seq" $((steps + warmup)) $((batch * nproc)) "$batch"
   "$build/daemon/cli/partrain" run "$work/$name.toml" --partrain="dp$nproc" --nproc "$nproc" --device cuda \
       >/dev/null 2>"$work/$name.err" || { tail -5 "$work/$name.err"; exit 1; }
-  read -r ours ours_share < <("$python" - "$work/run-$name/metrics.jsonl" $((batch * nproc * seq)) $warmup <<'PY'
-import json, sys
-rows = [json.loads(l) for l in open(sys.argv[1])][int(sys.argv[3]):]
-ms = sorted(r["step_ms"] for r in rows)
-share = sorted(r["exposed_share"] for r in rows)
-print(f"{int(sys.argv[2]) / (ms[len(ms) // 2] / 1e3):.1f} {share[len(share) // 2]:.3f}")
-PY
-)
+  read -r ours ours_share < <(bench_step_stats "$python" "$work/run-$name" $((batch * nproc * seq)) $warmup)
   read -r _ theirs _ theirs_share < <("$python" "$here/ddp_gpu_peer.py" --layers "$layers" --hidden "$hidden" \
       --heads "$heads" --seq "$seq" --batch "$batch" --vocab 256 --steps "$steps" --warmup $warmup --nproc "$nproc")
   ratio=$("$python" -c "print(f'{$ours / $theirs:.2f}')")

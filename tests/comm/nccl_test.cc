@@ -199,6 +199,21 @@ TEST(NcclCommunicator, EveryCollectiveExactOnEachVisibleGpu) {
   run_world(std::min(devices, 4));
 }
 
+// A rendezvous server of this process and one client of it (null client on failure).
+struct LocalStore {
+  std::unique_ptr<StoreServer> server;
+  std::unique_ptr<StoreClient> client;
+  LocalStore() {
+    StoreServerOptions so;
+    so.host = "127.0.0.1";
+    auto s = StoreServer::start(kSecret, so);
+    if (!s) return;
+    server = std::move(s).value();
+    auto c = StoreClient::connect("127.0.0.1", server->port(), kSecret);
+    if (c) client = std::move(c).value();
+  }
+};
+
 // Holds the stream it is enqueued on for 200 ms: work queued behind it waits that long.
 void CUDART_CB hold_stream(void*) { std::this_thread::sleep_for(std::chrono::milliseconds(200)); }
 
@@ -209,13 +224,9 @@ void CUDART_CB hold_stream(void*) { std::this_thread::sleep_for(std::chrono::mil
 TEST(NcclCommunicator, ComputeStreamSetLaterOrdersOperations) {
   if (device_count() == 0) GTEST_SKIP() << "no CUDA device";
   ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
-  StoreServerOptions so;
-  so.host = "127.0.0.1";
-  auto server = StoreServer::start(kSecret, so);
-  ASSERT_TRUE(server.is_ok()) << server.status().message();
-  auto store = StoreClient::connect("127.0.0.1", (*server)->port(), kSecret);
-  ASSERT_TRUE(store.is_ok()) << store.status().message();
-  auto made = create_nccl_communicator(GroupSpec{"late_stream", {0}, 0}, **store, NcclOptions{.device = 0});
+  LocalStore local;
+  ASSERT_TRUE(local.client) << "no rendezvous store";
+  auto made = create_nccl_communicator(GroupSpec{"late_stream", {0}, 0}, *local.client, NcclOptions{.device = 0});
   ASSERT_TRUE(made.is_ok()) << made.status().message();
   cudaStream_t compute = nullptr;
   ASSERT_EQ(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking), cudaSuccess);
@@ -233,13 +244,9 @@ TEST(NcclCommunicator, ComputeStreamSetLaterOrdersOperations) {
 
 TEST(NcclCommunicator, ComputeStreamIsRefusedForAnotherBackend) {
   // A Gloo group of one: it has no stream to wait for.
-  StoreServerOptions so;
-  so.host = "127.0.0.1";
-  auto server = StoreServer::start(kSecret, so);
-  ASSERT_TRUE(server.is_ok()) << server.status().message();
-  auto store = StoreClient::connect("127.0.0.1", (*server)->port(), kSecret);
-  ASSERT_TRUE(store.is_ok()) << store.status().message();
-  auto gloo = create_gloo_communicator(GroupSpec{"cpu_group", {0}, 0}, **store, GlooOptions{.host = "127.0.0.1"});
+  LocalStore local;
+  ASSERT_TRUE(local.client) << "no rendezvous store";
+  auto gloo = create_gloo_communicator(GroupSpec{"cpu_group", {0}, 0}, *local.client, GlooOptions{.host = "127.0.0.1"});
   ASSERT_TRUE(gloo.is_ok()) << gloo.status().message();
   const Status s = set_nccl_compute_stream(**gloo, nullptr);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
