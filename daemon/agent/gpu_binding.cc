@@ -1,6 +1,8 @@
 // See gpu_binding.h.
 #include "agent/gpu_binding.h"
 
+#include <dlfcn.h>
+
 #include <algorithm>
 #include <filesystem>
 
@@ -8,7 +10,34 @@
 
 namespace partrain::agent {
 
-NodeGpus node_gpus(const char* cuda_visible_devices, const std::string& driver_dir) {
+namespace {
+
+// NVML's device count, or -1 when the library or its calls fail. The three entry points
+// are declared here (NVML's C ABI, stable since driver 325), so no NVML header is needed.
+int nvml_device_count(const std::string& library) {
+  if (library.empty()) return -1;
+  void* lib = ::dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (lib == nullptr) return -1;
+  using Init = int (*)();
+  using Count = int (*)(unsigned int*);
+  using Shutdown = int (*)();
+  auto init = reinterpret_cast<Init>(::dlsym(lib, "nvmlInit_v2"));
+  auto count = reinterpret_cast<Count>(::dlsym(lib, "nvmlDeviceGetCount_v2"));
+  auto shutdown = reinterpret_cast<Shutdown>(::dlsym(lib, "nvmlShutdown"));
+  int n = -1;
+  unsigned int devices = 0;
+  if (init != nullptr && count != nullptr && shutdown != nullptr && init() == 0) {
+    if (count(&devices) == 0) n = static_cast<int>(devices);
+    shutdown();
+  }
+  ::dlclose(lib);
+  return n;
+}
+
+}  // namespace
+
+NodeGpus node_gpus(const char* cuda_visible_devices, const std::string& driver_dir,
+                   const std::string& nvml_library) {
   NodeGpus g;
   if (cuda_visible_devices != nullptr) {
     const std::string list = cuda_visible_devices;
@@ -18,6 +47,11 @@ NodeGpus node_gpus(const char* cuda_visible_devices, const std::string& driver_d
       b = std::min(list.find(',', a), list.size());
       if (b > a) g.ids.push_back(list.substr(a, b - a));
     }
+    return g;
+  }
+  if (const int n = nvml_device_count(nvml_library); n >= 0) {
+    for (int i = 0; i < n; ++i) g.ids.push_back(std::to_string(i));
+    g.source = fmt::format("NVML counts {}", n);
     return g;
   }
   std::error_code ec;

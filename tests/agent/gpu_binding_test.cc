@@ -1,6 +1,7 @@
 // GPU binding of the workers (agent/gpu_binding.h): the node's GPUs from
-// CUDA_VISIBLE_DEVICES or the NVIDIA driver's folder, one per local worker, and the refusal
-// of a cuda job with fewer GPUs than workers. No GPU needed: the driver's folder is faked.
+// CUDA_VISIBLE_DEVICES, NVML or the NVIDIA driver's folder, one per local worker, and the
+// refusal of a cuda job with fewer GPUs than workers. No GPU needed: the driver's folder and
+// NVML (fixtures/fake_nvml.c) are stood in for.
 #include "agent/gpu_binding.h"
 
 #include <unistd.h>
@@ -35,15 +36,26 @@ TEST(NodeGpus, SetButEmptyOrNoDevFilesIsNoGpu) {
   fs::remove_all(tmpl);
 }
 
-TEST(NodeGpus, UnsetReadsTheDriversFolder) {
+TEST(NodeGpus, UnsetReadsTheDriversFolderWhereNvmlIsMissing) {
   char tmpl[] = "/tmp/partrain-gpus-XXXXXX";
   ASSERT_NE(::mkdtemp(tmpl), nullptr);
   for (const char* bus : {"0000:3b:00.0", "0000:5e:00.0", "0000:86:00.0"}) fs::create_directory(fs::path(tmpl) / bus);
-  const NodeGpus g = node_gpus(nullptr, tmpl);
+  const NodeGpus g = node_gpus(nullptr, tmpl, "");  // NVML skipped: the folder alone
   EXPECT_EQ(g.ids, (Ids{"0", "1", "2"}));
   EXPECT_NE(g.source.find("lists 3"), std::string::npos) << g.source;
   fs::remove_all(tmpl);
-  const NodeGpus none = node_gpus(nullptr, tmpl);  // gone: no driver
+  const NodeGpus none = node_gpus(nullptr, tmpl, "libnvidia-ml-not-there.so.1");  // gone: no driver
+  EXPECT_TRUE(none.ids.empty());
+  EXPECT_NE(none.source.find("no NVIDIA driver"), std::string::npos) << none.source;
+}
+
+TEST(NodeGpus, UnsetAsksNvmlFirst) {
+  // The NVML stand-in counts 3; the driver's folder is not needed then.
+  const NodeGpus g = node_gpus(nullptr, "/nonexistent", FAKE_NVML);
+  EXPECT_EQ(g.ids, (Ids{"0", "1", "2"}));
+  EXPECT_EQ(g.source, "NVML counts 3");
+  // An NVML that cannot start (no kernel driver): the folder decides, here none.
+  const NodeGpus none = node_gpus(nullptr, "/nonexistent", FAKE_NVML_FAIL);
   EXPECT_TRUE(none.ids.empty());
   EXPECT_NE(none.source.find("no NVIDIA driver"), std::string::npos) << none.source;
 }
