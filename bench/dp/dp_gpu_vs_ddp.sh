@@ -6,16 +6,15 @@
 # faster) and the median share of a step in exposed communication (partrain: exposed_ms /
 # step_ms from metrics.jsonl; DDP: 1 - t(no_sync) / t(sync)). Not a test: nothing gates CI.
 #
-#   bench/dp/dp_gpu_vs_ddp.sh [BUILD_DIR]     # BENCH_GPUS (2), BENCH_STEPS (10)
+#   bench/dp/dp_gpu_vs_ddp.sh [BUILD_DIR]     # BENCH_GPUS (2, or 1 on one GPU), BENCH_STEPS (10)
 #
 # Needs a CUDA build with NCCL (cmake -DPARTRAIN_CUDA=ON; partraind, partrain-worker, the
 # dp plugin built), BENCH_GPUS GPUs, and a PyTorch with CUDA (PARTRAIN_TORCH_PYTHON, default
-# /usr/bin/python3). Refuses, exit 2 with one line, when any is missing.
+# the first of python3 and /usr/bin/python3 that has one). Refuses, exit 2 with one line,
+# when any is missing.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 build=$(cd "${1:-$here/../../build}" && pwd)
-python=${PARTRAIN_TORCH_PYTHON:-/usr/bin/python3}
-nproc=${BENCH_GPUS:-2}
 steps=${BENCH_STEPS:-10}
 warmup=3
 refuse() { echo "dp_gpu_vs_ddp.sh: $*" >&2; exit 2; }
@@ -25,14 +24,21 @@ refuse() { echo "dp_gpu_vs_ddp.sh: $*" >&2; exit 2; }
   refuse "no partrain build in $build; build it first (cmake --build $build)"
 ls "$build"/daemon/comm/libpartrain_comm_nccl.* >/dev/null 2>&1 ||
   refuse "$build has no NCCL communicator: configure with -DPARTRAIN_CUDA=ON where the CUDA toolkit has NCCL"
-if [ -n "${CUDA_VISIBLE_DEVICES+x}" ]; then
-  IFS=, read -r -a ids <<<"$CUDA_VISIBLE_DEVICES"; gpus=${#ids[@]}
-else
-  gpus=$({ find /proc/driver/nvidia/gpus -mindepth 1 -maxdepth 1 -type d 2>/dev/null || true; } | wc -l)
+# The peer's Python: PARTRAIN_TORCH_PYTHON, else the first of python3 on PATH and
+# /usr/bin/python3 whose PyTorch has CUDA and NCCL and sees a GPU.
+cuda_torch() { "$1" -c 'import torch, torch.distributed as d, sys; sys.exit(0 if torch.cuda.is_available() and d.is_nccl_available() else 1)' 2>/dev/null; }
+python=${PARTRAIN_TORCH_PYTHON:-}
+if [ -z "$python" ]; then
+  for p in "$(command -v python3 || true)" /usr/bin/python3; do
+    if [ -n "$p" ] && cuda_torch "$p"; then python=$p; break; fi
+  done
 fi
+[ -n "$python" ] && cuda_torch "$python" ||
+  refuse "no PyTorch with CUDA and NCCL that sees a GPU (${python:-python3, /usr/bin/python3}); set PARTRAIN_TORCH_PYTHON to one"
+gpus=$("$python" -c 'import torch; print(torch.cuda.device_count())')
+nproc=${BENCH_GPUS:-$((gpus < 2 ? gpus : 2))}
 [ "$gpus" -ge "$nproc" ] || refuse "needs $nproc GPUs (BENCH_GPUS), this machine has $gpus"
-"$python" -c 'import torch, torch.distributed as d, sys; sys.exit(0 if torch.cuda.is_available() and d.is_nccl_available() else 1)' 2>/dev/null ||
-  refuse "$python has no PyTorch with CUDA and NCCL; set PARTRAIN_TORCH_PYTHON to one that has"
+[ "$nproc" -ge 2 ] || echo "dp_gpu_vs_ddp.sh: one GPU: dp1 against DDP on one rank (no gradient all-reduce on either side)" >&2
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
