@@ -16,6 +16,17 @@ namespace {
 constexpr int kSteps = 20;
 constexpr double kBf16Loss = 1e-2;  // relative, per step
 
+// The build's paths, or where scripts/gpu-dp-check.sh unpacked a carried build on a GPU
+// machine (PARTRAIN_TEST_PARTRAIND, _CLI, _SITE_CONFIG and _SOURCE_DIR).
+std::string path_of(const char* variable, const char* built) {
+  const char* v = std::getenv(variable);
+  return v != nullptr && *v != '\0' ? v : built;
+}
+const std::string kPartraind = path_of("PARTRAIN_TEST_PARTRAIND", PARTRAIND);
+const std::string kCli = path_of("PARTRAIN_TEST_CLI", PARTRAIN_CLI);
+const std::string kSite = path_of("PARTRAIN_TEST_SITE_CONFIG", PARTRAIN_SITE_CONFIG_FILE);
+const std::string kJob = path_of("PARTRAIN_TEST_SOURCE_DIR", PARTRAIN_SOURCE_DIR) + "/etc/examples/tiny.toml";
+
 int gpus() {
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess) return 0;
@@ -24,8 +35,13 @@ int gpus() {
 
 class Gpu : public Runtime {
  protected:
-  std::map<std::string, std::string> gpu_env(const std::string& run) const {
+  std::map<std::string, std::string> cpu_env(const std::string& run) const {
     auto e = env(run);
+    e["PARTRAIN_SITE_CONFIG"] = kSite;
+    return e;
+  }
+  std::map<std::string, std::string> gpu_env(const std::string& run) const {
+    auto e = cpu_env(run);
     e["PARTRAIN_DEVICE"] = "cuda";  // partraind's workers; `partrain run` takes --device
     return e;
   }
@@ -47,8 +63,8 @@ class Gpu : public Runtime {
   }
   // `partrain run --device cuda` on one GPU: the reference.
   void one_gpu(const std::string& run) {
-    Proc one = start({PARTRAIN_CLI, "run", kTiny, "--device", "cuda", "--steps", std::to_string(kSteps)},
-                     env(run), dir_, run);
+    Proc one = start({kCli, "run", kJob, "--device", "cuda", "--steps", std::to_string(kSteps)},
+                     cpu_env(run), dir_, run);
     ASSERT_EQ(wait_exit(one.pid), 0) << slurp(one.err);
   }
 };
@@ -56,8 +72,8 @@ class Gpu : public Runtime {
 TEST_F(Gpu, Dp1WorkerEqualsOneRankRun) {
   if (gpus() < 1) GTEST_SKIP() << "no CUDA device";
   one_gpu("one");
-  Proc dp1 = start({PARTRAIND, "--standalone", "--nproc", "1", "--partrain", "dp1", "--steps",
-                    std::to_string(kSteps), kTiny}, gpu_env("dp1"), dir_, "dp1");
+  Proc dp1 = start({kPartraind, "--standalone", "--nproc", "1", "--partrain", "dp1", "--steps",
+                    std::to_string(kSteps), kJob}, gpu_env("dp1"), dir_, "dp1");
   ASSERT_EQ(wait_exit(dp1.pid), 0) << slurp(dp1.err);
   EXPECT_NE(slurp(dp1.err).find("cuda:0"), std::string::npos) << slurp(dp1.err);  // really on the GPU
   expect_close("one", "dp1");
@@ -67,14 +83,14 @@ TEST_F(Gpu, Dp2OnTwoGpusEqualsOneGpu) {
   if (gpus() < 2) GTEST_SKIP() << "needs 2 CUDA devices (NCCL refuses two ranks on one), found " << gpus();
   one_gpu("one");
   // As a user starts it, with the default 25 MiB bucket: one all-reduce per step.
-  Proc dp2 = start({PARTRAIN_CLI, "run", kTiny, "--partrain=dp2", "--nproc", "2", "--device", "cuda",
-                    "--steps", std::to_string(kSteps)}, env("dp2"), dir_, "dp2");
+  Proc dp2 = start({kCli, "run", kJob, "--partrain=dp2", "--nproc", "2", "--device", "cuda",
+                    "--steps", std::to_string(kSteps)}, cpu_env("dp2"), dir_, "dp2");
   ASSERT_EQ(wait_exit(dp2.pid), 0) << slurp(dp2.err);
   expect_close("one", "dp2");
   EXPECT_EQ(first_collectives(dir_ + "/dp2/metrics.jsonl"), 1);
   // 0.25 MiB buckets: the 437760-float gradient in 2..7 all-reduces launched during backward.
-  const std::string buckets = job_copy(kTiny, dir_, "tiny-buckets.toml", "[plugins.dp]\nbucket_mb = 0.25\n");
-  Proc b = start({PARTRAIND, "--standalone", "--nproc", "2", "--partrain", "dp2", "--steps",
+  const std::string buckets = job_copy(kJob, dir_, "tiny-buckets.toml", "[plugins.dp]\nbucket_mb = 0.25\n");
+  Proc b = start({kPartraind, "--standalone", "--nproc", "2", "--partrain", "dp2", "--steps",
                   std::to_string(kSteps), buckets}, gpu_env("buckets"), dir_, "buckets");
   ASSERT_EQ(wait_exit(b.pid), 0) << slurp(b.err);
   expect_close("one", "buckets");
@@ -87,8 +103,8 @@ TEST_F(Gpu, Dp2OnTwoGpusEqualsOneGpu) {
 
 TEST_F(Gpu, KilledGpuWorkerStopsTheJobWithTheRetryableCode) {
   if (gpus() < 2) GTEST_SKIP() << "needs 2 CUDA devices, found " << gpus();
-  Proc p = start({PARTRAIND, "--standalone", "--nproc", "2", "--partrain", "dp2", "--steps", "100000",
-                  "--heartbeat-timeout", "10", kTiny}, gpu_env("kill"), dir_, "kill");
+  Proc p = start({kPartraind, "--standalone", "--nproc", "2", "--partrain", "dp2", "--steps", "100000",
+                  "--heartbeat-timeout", "10", kJob}, gpu_env("kill"), dir_, "kill");
   std::map<int, pid_t> pids = started_workers(p, dir_ + "/kill/metrics.jsonl", 2, std::chrono::seconds(120));
   ASSERT_EQ(pids.size(), 2u) << slurp(p.err);
   const auto t0 = Clock::now();
