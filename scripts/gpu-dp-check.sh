@@ -8,6 +8,8 @@
 #              partrain_plugin_dp comm_nccl_test gpu_runtime_test
 #          bash scripts/gpu-dp-check.sh --prepare build-cuda   # -> out/gpu-dp.tar.xz (ignored)
 #   there: OUT=/tmp/o bash scripts/gpu-dp-check.sh                # with out/ carried
+#          (through the device tool: command "bash scripts/gpu-dp-check.sh",
+#           carry ["out/gpu-dp.tar.xz"]; not yet timed on a GPU, a few minutes expected)
 #
 # There it unpacks the build, finds the CUDA runtime, cuBLAS and NCCL of that machine, and
 # runs, writing to $OUT (default out/gpu-dp-check): nccl.log (comm_nccl_test: collectives
