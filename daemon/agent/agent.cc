@@ -191,14 +191,15 @@ int run(const AgentOptions& o) {
   // One GPU per worker (gpu_binding.h): a cuda job on a node with too few is refused here.
   // CPU jobs take the devices Slurm gave the step, when there are enough.
   const char* cvd = std::getenv("CUDA_VISIBLE_DEVICES");
-  const NodeGpus node_gpu_list = job->device == "cuda" || (cvd != nullptr && *cvd != '\0') ? node_gpus(cvd) : NodeGpus{};
+  const bool cuda = job->device == "cuda";
+  const NodeGpus node_gpu_list = cuda || (cvd != nullptr && *cvd != '\0') ? node_gpus(cvd) : NodeGpus{};
   Result<std::vector<std::string>> visible =
       gpus_per_worker(node_gpu_list, static_cast<int>(place->node_ranks.size()), job->device);
   if (!visible) {
     log::error("agent", "{}", visible.status().message());
     return cli::kExitUsage;
   }
-  if (job->device == "cuda") {
+  if (cuda) {
     log::info("agent", "{} local workers on GPUs {} ({})", visible->size(), fmt::join(*visible, ","),
               node_gpu_list.source);
   }

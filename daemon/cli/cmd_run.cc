@@ -119,11 +119,9 @@ int run_local_agent(const RunArgs& a) {
       return exit_code_for(s);
     }
     // One GPU per worker, checked as the agent will check it, in one line.
-    const char* cvd = std::getenv("CUDA_VISIBLE_DEVICES");
     if (job->device == "cuda") {
-      if (Result<std::vector<std::string>> g = agent::gpus_per_worker(agent::node_gpus(cvd), a.nproc, "cuda"); !g) {
-        return fail(g.status());
-      }
+      const agent::NodeGpus gpus = agent::node_gpus(std::getenv("CUDA_VISIBLE_DEVICES"));
+      if (Result<std::vector<std::string>> g = agent::gpus_per_worker(gpus, a.nproc, "cuda"); !g) return fail(g.status());
     }
   }
   agent::AgentOptions o;

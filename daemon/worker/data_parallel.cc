@@ -210,9 +210,11 @@ Status train_data_parallel(const DataParallelRun& run) {
   o.dp = run.dp;
   o.dp_rank = run.dp_rank;
   o.tp = engine::model::TensorOptions{run.tp_rank, run.tp, run.tp > 1 && run.sp};
-  // MFU against the hardware profile the user named (PARTRAIN_HARDWARE), else `cpu`.
+  // MFU against the hardware profile the user named (PARTRAIN_HARDWARE), else the device's
+  // default (`cpu` on CPU ranks, none on GPUs).
   const char* hardware = std::getenv("PARTRAIN_HARDWARE");
-  Result<planner::RunAccounting> acct = planner::run_accounting(job.model, job.device, hardware ? hardware : "");
+  Result<planner::RunAccounting> acct =
+      planner::run_accounting(job.model, job.device, hardware ? hardware : "");
   if (!acct) return acct.status();
   o.world = run.world;
   o.model_flops_per_token = acct->model_flops_per_token;
