@@ -194,6 +194,13 @@ Status write_memory(const std::string& run_dir, int rank, const engine::MemorySt
 
 Status train_data_parallel(const DataParallelRun& run) {
   const config::JobConfig& job = *run.job;
+  // The model refuses tensor parallelism on bf16 backends too; this says so before any GPU
+  // is touched, with the fix.
+  if (job.device == "cuda" && run.tp > 1) {
+    return Status::invalid(fmt::format("tp{} with [job] device = cuda: tensor parallelism runs on fp32 CPU "
+                                       "ranks in this version (the CUDA backend keeps bf16); use dp alone on "
+                                       "GPUs, or train tp on CPU ranks (--device cpu)", run.tp));
+  }
   Result<int> mb = config::micro_batch_size(job, run.dp);
   if (!mb) return mb.status();
 

@@ -2,8 +2,8 @@
 // refusal when the node has fewer GPUs than local workers (exit 2, one line with the fix),
 // the GPU each worker is given (CUDA_VISIBLE_DEVICES, read back by a stand-in worker that the
 // real agent spawns), the device taken from the job file under partraind, and a host-only
-// data plugin refused on GPU ranks before any GPU is touched. The training runs themselves
-// are gpu_runtime_test (label gpu).
+// data plugin and tensor parallelism refused on GPU ranks before any GPU is touched. The
+// training runs themselves are gpu_runtime_test (label gpu).
 #include <sys/stat.h>
 
 #include <fstream>
@@ -106,6 +106,16 @@ TEST_F(Device, PartraindTakesTheDeviceFromTheJob) {
   EXPECT_EQ(rank_file(0), "GPU-aaaa");  // the worker reads [job] device itself
   EXPECT_EQ(rank_file(1), "GPU-bbbb");
   EXPECT_NE(slurp(p.err).find("2 local workers on GPUs GPU-aaaa,GPU-bbbb"), std::string::npos) << slurp(p.err);
+}
+
+TEST_F(Device, TensorParallelIsRefusedOnGpuRanks) {
+  std::map<std::string, std::string> e = env("tp");
+  e["CUDA_VISIBLE_DEVICES"] = "0,1";  // named, need not exist: refused before CUDA is touched
+  Proc p = start({PARTRAIN_CLI, "run", kTiny, "--partrain=tp2", "--nproc", "2", "--device", "cuda",
+                  "--steps", "2"}, e, dir_, "tp");
+  EXPECT_EQ(wait_exit(p.pid), 2);
+  EXPECT_NE(slurp(p.err).find("tp2 with [job] device = cuda: tensor parallelism runs on fp32 CPU ranks in "
+                              "this version"), std::string::npos) << slurp(p.err);
 }
 
 TEST_F(Device, HostOnlyDataPluginIsRefusedOnGpuRanks) {
