@@ -54,24 +54,34 @@ def worker(rank, a, port, out):
         net, [n for n, _ in net.named_buffers() if n.endswith("mask")])
     model = DDP(net)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.95), weight_decay=0.1)
+    measure(timed_steps, model, opt, a, rank, out, "cpu")
+
+
+def measure(timed, model, opt, a, rank, out, device):
+    """Warm-up, then a.steps synchronised and a.steps no_sync steps (`timed`); rank 0 puts
+    (tokens/s of the global batch, exposed share) into out. Ends the process group."""
     g = torch.Generator().manual_seed(rank)
-    idx = torch.randint(0, a.vocab, (a.batch, a.seq), generator=g)
-    tgt = torch.randint(0, a.vocab, (a.batch, a.seq), generator=g)
-    timed_steps(model, opt, idx, tgt, a.warmup, True)
-    sync = sorted(timed_steps(model, opt, idx, tgt, a.steps, True))
-    nosync = sorted(timed_steps(model, opt, idx, tgt, a.steps, False))
+    idx = torch.randint(0, a.vocab, (a.batch, a.seq), generator=g).to(device)
+    tgt = torch.randint(0, a.vocab, (a.batch, a.seq), generator=g).to(device)
+    timed(model, opt, idx, tgt, a.warmup, True)
+    sync = sorted(timed(model, opt, idx, tgt, a.steps, True))
+    nosync = sorted(timed(model, opt, idx, tgt, a.steps, False))
     if rank == 0:
         ms, mn = sync[len(sync) // 2], nosync[len(nosync) // 2]
         out.put((a.batch * a.nproc * a.seq / ms, max(0.0, 1 - mn / ms)))
     dist.destroy_process_group()
 
 
-def main():
+def parse_args():
     ap = argparse.ArgumentParser()
     for k in ("layers", "hidden", "heads", "seq", "batch", "vocab", "steps", "warmup", "nproc"):
         ap.add_argument("--" + k, type=int, required=True)
     ap.add_argument("--port", type=int, default=29533)
-    a = ap.parse_args()
+    return ap.parse_args()
+
+
+def launch(worker, a, name):
+    """Runs worker(rank, a, port, queue) in a.nproc spawned processes; prints rank 0's result."""
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
     procs = [ctx.Process(target=worker, args=(r, a, a.port, q)) for r in range(a.nproc)]
@@ -80,9 +90,13 @@ def main():
     for p in procs:
         p.join()
     if any(p.exitcode != 0 for p in procs):
-        sys.exit("ddp_peer: a rank failed (see above)")
+        sys.exit(f"{name}: a rank failed (see above)")
     tok_s, share = q.get(timeout=10)
     print(f"tokens_per_s {tok_s:.1f} exposed_share {share:.3f}")
+
+
+def main():
+    launch(worker, parse_args(), "ddp_peer")
 
 
 if __name__ == "__main__":

@@ -14,8 +14,10 @@
 #include <thread>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "agent/checkpoint_commit.h"
+#include "agent/gpu_binding.h"
 #include "agent/supervisor.h"
 #include "cli/exit_codes.h"
 #include "comm/store/secret.h"
@@ -186,6 +188,21 @@ int run(const AgentOptions& o) {
     log::error("agent", "{}", s.message());
     return cli::kExitUsage;
   }
+  // One GPU per worker (gpu_binding.h): a cuda job on a node with too few is refused here.
+  // CPU jobs take the devices Slurm gave the step, when there are enough.
+  const char* cvd = std::getenv("CUDA_VISIBLE_DEVICES");
+  const bool cuda = job->device == "cuda";
+  const NodeGpus node_gpu_list = cuda || (cvd != nullptr && *cvd != '\0') ? node_gpus(cvd) : NodeGpus{};
+  Result<std::vector<std::string>> visible =
+      gpus_per_worker(node_gpu_list, static_cast<int>(place->node_ranks.size()), job->device);
+  if (!visible) {
+    log::error("agent", "{}", visible.status().message());
+    return cli::kExitUsage;
+  }
+  if (cuda) {
+    log::info("agent", "{} local workers on GPUs {} ({})", visible->size(), fmt::join(*visible, ","),
+              node_gpu_list.source);
+  }
   // The secret: the job's 0600 file under Slurm, a fresh one standalone (handed to the
   // workers in their environment only).
   std::string secret;
@@ -257,15 +274,6 @@ int run(const AgentOptions& o) {
   const std::string worker = find_worker(o.worker_path);
   std::vector<WorkerSpec> specs;
   const std::string coordinator = fmt::format("{}:{}", place->coordinator_host, port);
-  std::vector<std::string> visible;  // the devices Slurm gave this step, if any
-  if (const char* cvd = std::getenv("CUDA_VISIBLE_DEVICES"); cvd != nullptr && *cvd != '\0') {
-    std::string list = cvd;
-    for (size_t a = 0, b; a <= list.size(); a = b + 1) {
-      b = std::min(list.find(',', a), list.size());
-      visible.push_back(list.substr(a, b - a));
-    }
-    if (visible.size() < place->node_ranks.size()) visible.clear();  // too few: leave as is
-  }
   for (size_t i = 0; i < place->node_ranks.size(); ++i) {
     WorkerSpec w;
     w.rank = place->node_ranks[i];
@@ -279,7 +287,7 @@ int run(const AgentOptions& o) {
              {"PARTRAIN_NODE_ADDR", place->node_addr},
              {"PARTRAIN_SPEC", job->parallelism.to_string()}};
     // GPU nodes: worker i sees only the i-th device the step was given.
-    if (i < visible.size()) w.env.emplace_back("CUDA_VISIBLE_DEVICES", visible[i]);
+    if (!(*visible)[i].empty()) w.env.emplace_back("CUDA_VISIBLE_DEVICES", (*visible)[i]);
     if (!o.site_config.empty()) w.env.emplace_back("PARTRAIN_SITE_CONFIG", o.site_config);
     if (o.steps > 0) w.env.emplace_back("PARTRAIN_STEPS", std::to_string(o.steps));
     specs.push_back(std::move(w));

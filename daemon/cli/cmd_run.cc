@@ -10,7 +10,8 @@
 // such a file. export writes the job's model under Hugging Face names: its initial weights
 // (from [training] seed), or the weights of --from re-checked against [model] and
 // rewritten as F32. With --nproc N, run starts one local partraind agent (daemon/agent)
-// that trains the SPEC on N worker ranks (CPU, data-parallel layouts for now).
+// that trains the SPEC on N worker ranks: CPU ranks, or with --device cuda one GPU each
+// (data-parallel layouts on GPUs).
 // Both save checkpoints as [checkpoint] says and resume from the newest committed one
 // that verifies (daemon/store); on one rank this process is the coordinator.
 #include <signal.h>
@@ -26,6 +27,7 @@
 #include <fmt/format.h>
 
 #include "agent/agent.h"
+#include "agent/gpu_binding.h"
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
 #include "cli/fail.h"
@@ -52,7 +54,8 @@ namespace engine = partrain::engine;
 struct RunArgs {
   std::string job;
   int64_t steps = 0;
-  std::string init, save, device = "cpu", spec, trace, hardware;
+  std::string init, save, spec, trace, hardware;
+  std::string device;  // "" = [job] device
   int nproc = 0;  // > 0: the local agent with this many worker ranks
 };
 
@@ -92,10 +95,16 @@ int run_local_agent(const RunArgs& a) {
   // (partraind passes it on).
   if (!a.trace.empty()) ::setenv("PARTRAIN_TRACE", a.trace.c_str(), 1);
   if (!a.hardware.empty()) ::setenv("PARTRAIN_HARDWARE", a.hardware.c_str(), 1);
-  if (!a.init.empty() || !a.save.empty() || a.device != "cpu") {
-    return fail(Status::invalid("--nproc: --init, --save and --device are not available with "
-                                "--nproc yet; the workers train on CPU ranks"));
+  if (!a.init.empty() || !a.save.empty()) {
+    return fail(Status::invalid("--nproc: --init and --save are not available with --nproc yet; "
+                                "run one rank for them (no --nproc)"));
   }
+  // The workers' device ([job] device): the agent and every worker read it from here.
+  if (!a.device.empty() && a.device != "cpu" && a.device != "cuda") {
+    return fail(Status::invalid(fmt::format("--device {}: with --nproc every worker gets its own GPU; "
+                                            "use --device cuda (or cpu)", a.device)));
+  }
+  if (!a.device.empty()) ::setenv("PARTRAIN_DEVICE", a.device.c_str(), 1);
   // The layout against the model (heads, kv_heads, hidden, seq_len % tp, ...), by the
   // layout core, before the agent starts any worker.
   {
@@ -108,6 +117,11 @@ int run_local_agent(const RunArgs& a) {
     if (Status s = config::validate_layout(*job, a.nproc); !s) {
       std::fprintf(stderr, "%s\n", s.message().c_str());  // the layout core's, prefixed
       return exit_code_for(s);
+    }
+    // One GPU per worker, checked as the agent will check it, in one line.
+    if (job->device == "cuda") {
+      const agent::NodeGpus gpus = agent::node_gpus(std::getenv("CUDA_VISIBLE_DEVICES"));
+      if (Result<std::vector<std::string>> g = agent::gpus_per_worker(gpus, a.nproc, "cuda"); !g) return fail(g.status());
     }
   }
   agent::AgentOptions o;
@@ -155,8 +169,8 @@ int run_train(const RunArgs& a) {
   o.data = job->data;
   o.name = job->name;
   o.run_dir = job->run_dir;
-  o.device = a.device;
-  Result<planner::RunAccounting> acct = planner::run_accounting(job->model, a.device, a.hardware);
+  o.device = a.device.empty() ? job->device : a.device;
+  Result<planner::RunAccounting> acct = planner::run_accounting(job->model, o.device, a.hardware);
   if (!acct) return fail(acct.status());
   o.model_flops_per_token = acct->model_flops_per_token;
   o.peak_flops_per_rank = acct->peak_flops_per_rank;
@@ -244,7 +258,9 @@ void register_run(CLI::App& app, CommandResult* result) {
       ->check(CLI::ExistingFile);
   run->add_option("--save", args->save,
                   "write the final weights here (safetensors, Hugging Face names)");
-  run->add_option("--device", args->device, "cpu, cuda or cuda:N (default: cpu)");
+  run->add_option("--device", args->device,
+                  "cpu, cuda or cuda:N (default: [job] device, cpu); with --nproc, cpu or cuda: "
+                  "one GPU per worker");
   run->add_option("--partrain", args->spec, "parallel layout, e.g. dp2 (more than one rank needs --nproc)");
   run->add_option("--nproc", args->nproc,
                   "local ranks: start the partraind agent with N worker processes (the layout's "

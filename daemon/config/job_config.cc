@@ -60,6 +60,9 @@ const std::vector<KeyRule<JobDraft>>& job_rules() {
   static const std::vector<KeyRule<JobDraft>> kRules = {
       detail::string_key<JobDraft>("job", "name", FIELD(name), true),
       detail::string_key<JobDraft>("job", "run_dir", FIELD(run_dir), true),
+      detail::choice_key<JobDraft>("job", "device", FIELD(device),
+                                   std::vector<std::pair<std::string, std::string>>{
+                                       {"cpu", "cpu"}, {"cuda", "cuda"}}),
 
       detail::choice_key<JobDraft>("model", "arch", FIELD(model.arch),
                                    std::vector<std::pair<std::string, Arch>>{
@@ -282,7 +285,7 @@ std::optional<uint64_t> parse_unsigned(const std::string& text) {
 
 // Where an override came from, for messages: PARTRAIN_STEPS or --steps.
 struct OverrideNames {
-  std::string spec, steps, seed, run_dir;
+  std::string spec, steps, seed, run_dir, device;
   bool from_environment;
 };
 
@@ -311,6 +314,17 @@ Status apply_overrides(const Overrides& o, const OverrideNames& names, JobConfig
   if (o.run_dir) {
     if (o.run_dir->empty()) return Status::invalid(names.run_dir + ": the run folder must not be empty");
     job->run_dir = *o.run_dir;
+  }
+  if (o.device) {
+    // Every worker of a job gets its own GPU: one named device ("cuda:1") fits one rank only.
+    if (*o.device != "cpu" && *o.device != "cuda") {
+      const std::string given = names.from_environment ? fmt::format("{}='{}'", names.device, *o.device)
+                                                       : fmt::format("{} {}", names.device, *o.device);
+      return Status::invalid(fmt::format("{}: the workers' device is cpu or cuda (each worker gets its "
+                                         "own GPU), e.g. {}{}cuda", given, names.device,
+                                         names.from_environment ? "=" : " "));
+    }
+    job->device = *o.device;
   }
   *out = std::move(copy);
   return Status::ok();
@@ -385,6 +399,7 @@ Status apply_environment(const std::map<std::string, std::string>& env, JobConfi
   Overrides o;
   o.spec = get("PARTRAIN_SPEC");
   o.run_dir = get("PARTRAIN_RUN_DIR");
+  o.device = get("PARTRAIN_DEVICE");
   if (auto steps = get("PARTRAIN_STEPS")) {
     auto v = parse_unsigned(*steps);
     if (!v || *v < 1 || *v > static_cast<uint64_t>(INT64_MAX)) {
@@ -412,7 +427,8 @@ Status apply_environment(const std::map<std::string, std::string>& env, JobConfi
     o.checkpoint_every = static_cast<int64_t>(*v);
   }
   PARTRAIN_RETURN_IF_ERROR(
-      apply_overrides(o, {"PARTRAIN_SPEC", "PARTRAIN_STEPS", "PARTRAIN_SEED", "PARTRAIN_RUN_DIR", true}, job));
+      apply_overrides(o, {"PARTRAIN_SPEC", "PARTRAIN_STEPS", "PARTRAIN_SEED", "PARTRAIN_RUN_DIR",
+                          "PARTRAIN_DEVICE", true}, job));
   // Under Slurm the SPANK plugin gives every job a state directory on shared storage, kept
   // across requeues (<state_root>/slurm-<job id>): checkpoints go there unless the job
   // file names a [checkpoint] dir.
@@ -425,14 +441,14 @@ Status apply_environment(const std::map<std::string, std::string>& env, JobConfi
 Status apply_environment(JobConfig* job) {
   std::map<std::string, std::string> env;
   for (const char* name : {"PARTRAIN_SPEC", "PARTRAIN_STEPS", "PARTRAIN_SEED", "PARTRAIN_RUN_DIR",
-                           "PARTRAIN_CHECKPOINT_EVERY", "PARTRAIN_STATE_DIR"}) {
+                           "PARTRAIN_CHECKPOINT_EVERY", "PARTRAIN_STATE_DIR", "PARTRAIN_DEVICE"}) {
     if (const char* v = std::getenv(name)) env[name] = v;
   }
   return apply_environment(env, job);
 }
 
 Status apply_command_line(const Overrides& cli, JobConfig* job) {
-  return apply_overrides(cli, {"--partrain", "--steps", "--seed", "--run-dir", false}, job);
+  return apply_overrides(cli, {"--partrain", "--steps", "--seed", "--run-dir", "--device", false}, job);
 }
 
 Status overlay_command_line_spec(std::string_view spec, JobConfig* job) {

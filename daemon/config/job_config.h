@@ -32,6 +32,7 @@ struct JobConfig {
   std::string path;                   // the file this came from
   std::string name;                   // [job] name. Default: the file's stem
   std::string run_dir;                // [job] run_dir: metrics.jsonl, logs. Default: runs/<name>
+  std::string device = "cpu";         // [job] device: "cpu" or "cuda" (one GPU per worker). Default: cpu
   engine::ModelOptions model;         // [model]
   engine::DataOptions data;           // [data]; relative paths resolved against the job file's folder
   engine::TrainOptions training;      // [training]
@@ -54,6 +55,7 @@ struct Overrides {
   std::optional<uint64_t> seed;        // --seed / PARTRAIN_SEED
   std::optional<std::string> run_dir;  // --run-dir / PARTRAIN_RUN_DIR
   std::optional<int64_t> checkpoint_every;  // PARTRAIN_CHECKPOINT_EVERY: [checkpoint] every
+  std::optional<std::string> device;   // --device / PARTRAIN_DEVICE: [job] device, cpu or cuda
 };
 
 // Reads and validates a job file. Every error names the file, the line and the key.
@@ -67,7 +69,7 @@ Result<JobConfig> parse_job(std::string_view text, const std::string& path);
 Status apply_site_defaults(const SiteConfig& site, JobConfig* job);
 
 // Applies PARTRAIN_* environment overrides (PARTRAIN_SPEC, PARTRAIN_STEPS, PARTRAIN_SEED,
-// PARTRAIN_RUN_DIR, PARTRAIN_CHECKPOINT_EVERY) on top of the file; the command line is applied after this by the caller.
+// PARTRAIN_RUN_DIR, PARTRAIN_CHECKPOINT_EVERY, PARTRAIN_DEVICE) on top of the file; the command line is applied after this by the caller.
 Status apply_environment(JobConfig* job);
 // The same from an explicit environment (name -> value), for tests and for agents that
 // pass a worker's environment on.

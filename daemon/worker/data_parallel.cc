@@ -20,6 +20,7 @@
 #include "worker/comm_adapter.h"
 #include "worker/data_plugin.h"
 #include "worker/expert_plugin.h"
+#include "worker/device_comm.h"
 #include "worker/tensor_plugin.h"
 
 namespace partrain::worker {
@@ -71,8 +72,9 @@ class ZeroComm final : public engine::model::ShardComm {
 class DataParallelHooks final : public engine::train::StepHooks {
  public:
   DataParallelHooks(const DataParallelRun& run, DataPlugin* plugin, ZeroComm* zero,
-                    TensorPluginComm* tensor, ExpertPluginComm* expert)
-      : run_(run), plugin_(plugin), zero_(zero), tensor_(tensor), expert_(expert) {}
+                    TensorPluginComm* tensor, ExpertPluginComm* expert, HostReducer* dp_values)
+      : run_(run), plugin_(plugin), zero_(zero), tensor_(tensor), expert_(expert),
+        dp_values_(dp_values) {}
 
   Status begin_step(int64_t step) override {
     if (plugin_ == nullptr) return Status::ok();
@@ -154,7 +156,7 @@ class DataParallelHooks final : public engine::train::StepHooks {
       stop_ = shared[1] > 0;
     }
     if (run_.dp_comm == nullptr) return Status::ok();  // one dp rank: its loss, exactly
-    PARTRAIN_RETURN_IF_ERROR(run_.dp_comm->all_reduce(shared, 2, comm::ReduceOp::kSum)->wait());
+    PARTRAIN_RETURN_IF_ERROR(dp_values_->all_reduce(shared, 2, comm::ReduceOp::kSum));
     *loss = static_cast<double>(shared[0]) / run_.dp;
     stop_ = shared[1] > 0;
     return Status::ok();
@@ -188,11 +190,11 @@ class DataParallelHooks final : public engine::train::StepHooks {
   // MoE routing counts and the aux loss of the global batch: summed over the dp group (the
   // counts are whole numbers well inside float's exact range), the aux loss averaged.
   Status reduce_moe_stats(engine::train::StepMetrics* sm) {
-    if (sm->experts == 0 || run_.dp_comm == nullptr) return Status::ok();
+    if (sm->experts == 0 || run_.dp_comm == nullptr) return Status::ok();  // (GPU: staged)
     std::vector<float> v(sm->expert_tokens.begin(), sm->expert_tokens.end());
     v.push_back(static_cast<float>(sm->dropped_tokens));
     v.push_back(static_cast<float>(sm->aux_loss));
-    PARTRAIN_RETURN_IF_ERROR(run_.dp_comm->all_reduce(v.data(), v.size(), comm::ReduceOp::kSum)->wait());
+    PARTRAIN_RETURN_IF_ERROR(dp_values_->all_reduce(v.data(), v.size(), comm::ReduceOp::kSum));
     for (size_t i = 0; i < sm->expert_tokens.size(); ++i) sm->expert_tokens[i] = static_cast<int64_t>(v[i]);
     sm->dropped_tokens = static_cast<int64_t>(v[v.size() - 2]);
     sm->aux_loss = static_cast<double>(v.back()) / run_.dp;
@@ -214,6 +216,7 @@ class DataParallelHooks final : public engine::train::StepHooks {
   ZeroComm* zero_;      // null unless ZeRO
   TensorPluginComm* tensor_;  // null unless tp > 1
   ExpertPluginComm* expert_;  // null unless ep > 1
+  HostReducer* dp_values_;    // the loss and stop flag over the dp group (GPU: staged)
   bool stop_ = false;
 };
 
@@ -238,6 +241,13 @@ Status write_memory(const std::string& run_dir, int rank, const engine::MemorySt
 
 Status train_data_parallel(const DataParallelRun& run) {
   const config::JobConfig& job = *run.job;
+  // The model refuses tensor parallelism on bf16 backends too; this says so before any GPU
+  // is touched, with the fix.
+  if (job.device == "cuda" && run.tp > 1) {
+    return Status::invalid(fmt::format("tp{} with [job] device = cuda: tensor parallelism runs on fp32 CPU "
+                                       "ranks in this version (the CUDA backend keeps bf16); use dp alone on "
+                                       "GPUs, or train tp on CPU ranks (--device cpu)", run.tp));
+  }
   Result<int> mb = config::micro_batch_size(job, run.dp);
   if (!mb) return mb.status();
 
@@ -250,13 +260,16 @@ Status train_data_parallel(const DataParallelRun& run) {
   o.name = job.name;
   o.run_dir = run.rank == 0 ? job.run_dir : "";  // rank 0 writes metrics.jsonl
   o.quiet = run.rank != 0;                       // and the step lines
+  o.device = job.device;  // "cuda": the one GPU the agent made visible, cuda:0
   o.dp = run.dp;
   o.dp_rank = run.dp_rank;
   o.tp = engine::model::TensorOptions{run.tp_rank, run.tp, run.tp > 1 && run.sp};
   o.ep = engine::model::ExpertOptions{run.ep_rank, run.ep};
-  // MFU against the hardware profile the user named (PARTRAIN_HARDWARE), else `cpu`.
+  // MFU against the hardware profile the user named (PARTRAIN_HARDWARE), else the device's
+  // default (`cpu` on CPU ranks, none on GPUs).
   const char* hardware = std::getenv("PARTRAIN_HARDWARE");
-  Result<planner::RunAccounting> acct = planner::run_accounting(job.model, "cpu", hardware ? hardware : "");
+  Result<planner::RunAccounting> acct =
+      planner::run_accounting(job.model, job.device, hardware ? hardware : "");
   if (!acct) return acct.status();
   o.world = run.world;
   o.model_flops_per_token = acct->model_flops_per_token;
@@ -274,9 +287,9 @@ Status train_data_parallel(const DataParallelRun& run) {
     for (const auto& spec : table.specs()) {
       if (!(spec.expert && run.ep > 1)) num_params += static_cast<size_t>(spec.numel());
     }
-    constexpr uint64_t kFeatures = PARTRAIN_HOST_SHARD_OPTIMIZER | PARTRAIN_HOST_SHARD_GRADS |
-                                   PARTRAIN_HOST_SHARD_PARAMS;
-    PARTRAIN_RETURN_IF_ERROR(plugin->init(run.plugin_config, run.dp_comm, run.rank, num_params, kFeatures));
+    const uint64_t features = PARTRAIN_HOST_SHARD_OPTIMIZER | PARTRAIN_HOST_SHARD_GRADS |
+                              PARTRAIN_HOST_SHARD_PARAMS | buffer_memory_feature(job.device);
+    PARTRAIN_RETURN_IF_ERROR(plugin->init(run.plugin_config, run.dp_comm, run.rank, num_params, features));
     const partrain_data_plan_v2_t& plan = plugin->plan();
     o.shard.stage = plan.stage;
     o.shard.begin = static_cast<int64_t>(plan.shard_begin);
@@ -285,6 +298,9 @@ Status train_data_parallel(const DataParallelRun& run) {
   }
   Result<std::unique_ptr<engine::train::Trainer>> trainer = engine::train::Trainer::create(o);
   if (!trainer) return trainer.status();
+  // GPU ranks: NCCL after the backend's compute stream; the loss staged through the device.
+  if (run.dp_comm != nullptr) PARTRAIN_RETURN_IF_ERROR(bind_to_backend(*run.dp_comm, (*trainer)->backend()));
+  HostReducer dp_values(run.dp_comm, &(*trainer)->backend());
   std::unique_ptr<ZeroComm> zero;
   if (plugin && plugin->plan().stage > 0) {
     zero = std::make_unique<ZeroComm>(plugin.get(), run.dp_comm);
@@ -302,7 +318,7 @@ Status train_data_parallel(const DataParallelRun& run) {
     PARTRAIN_RETURN_IF_ERROR(expert->init(run.expert_config, job.model.moe_experts, run.rank, run.world));
     (*trainer)->model().set_expert_comm(expert.get());
   }
-  DataParallelHooks hooks(run, plugin.get(), zero.get(), tensor.get(), expert.get());
+  DataParallelHooks hooks(run, plugin.get(), zero.get(), tensor.get(), expert.get(), &dp_values);
   (*trainer)->set_hooks(&hooks);
   // What this rank writes and reads back: plain dp holds everything (and writes its 1/dp
   // slice of it); a ZeRO rank its shard of the flat buffer; a tp rank its logical pieces

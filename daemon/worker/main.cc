@@ -2,8 +2,9 @@
 // rank and the rendezvous address from the environment the agent sets (PARTRAIN_RANK,
 // PARTRAIN_WORLD, PARTRAIN_COORDINATOR, PARTRAIN_JOB_SECRET, PARTRAIN_SPEC), resolves the
 // same job the agent resolved, builds a communicator per layout group it needs through the
-// store (dp; tp when tp > 1; ep and expert_dp when ep > 1), loads the data plugin (and the
-// tensor plugin "tp", the expert plugin "ep") from the site's plugin directory, and trains.
+// store (dp: Gloo, or NCCL on GPU ranks; tp when tp > 1; ep and expert_dp when ep > 1),
+// loads the data plugin (and the tensor plugin "tp", the expert plugin "ep") from the
+// site's plugin directory, and trains.
 //
 //   partrain-worker JOB.toml
 //
@@ -36,6 +37,7 @@
 #include "store/shard_file.h"
 #include "worker/checkpoint_commit.h"
 #include "worker/data_parallel.h"
+#include "worker/device_comm.h"
 
 namespace partrain::worker {
 namespace {
@@ -172,11 +174,6 @@ Status run(const std::string& job_path) {
     }
   }
   if (layout->dp() > 1) {
-    const std::vector<int> members = layout->group(Axis::kDp, *rank);
-    comm::GroupSpec spec{fmt::format("{}dp{}", prefix, members.front()), members, *rank};
-    Result<std::unique_ptr<comm::Communicator>> c = comm::create_gloo_communicator(spec, *store, go);
-    if (!c) return c.status();
-    dp_comm = std::move(c).value();
     // The data plugin: dp (zero0), zeroN, or PARTRAIN_DATA_PLUGIN.
     std::string name = job->parallelism.zero > 0 ? fmt::format("zero{}", job->parallelism.zero) : "dp";
     if (!env("PARTRAIN_DATA_PLUGIN").empty()) name = env("PARTRAIN_DATA_PLUGIN");
@@ -186,11 +183,21 @@ Status run(const std::string& job_path) {
       return Status::invalid(fmt::format("{}: is a {} plugin; the data-parallel strategy needs a "
                                          "data plugin", (*p)->info().path, (*p)->info().family));
     }
+    // GPU ranks hand it device memory: only a plugin that takes it (PARTRAIN_CAP_CUDA), checked
+    // before any GPU is touched.
+    PARTRAIN_RETURN_IF_ERROR(check_plugin_memory(job->device, (*p)->info().capabilities, (*p)->info().name,
+                                                 (*p)->info().path));
     data_plugin = std::move(p).value();
     if (*rank == 0) {
       log::info("worker", "data plugin {} {} from {}", data_plugin->info().name,
                 data_plugin->info().version, data_plugin->info().path);
     }
+    const std::vector<int> members = layout->group(Axis::kDp, *rank);
+    comm::GroupSpec spec{fmt::format("{}dp{}", prefix, members.front()), members, *rank};
+    // Gloo on CPU ranks, NCCL on GPU ranks (device_comm.h).
+    Result<std::unique_ptr<comm::Communicator>> c = make_group_communicator(spec, *store, job->device, go);
+    if (!c) return c.status();
+    dp_comm = std::move(c).value();
   }
   DataParallelRun r;
   r.job = &*job;

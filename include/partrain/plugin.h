@@ -54,7 +54,8 @@ typedef enum partrain_family_v1 {
 
 /* Capability bits (partrain_strategy_v1_t.capabilities). */
 #define PARTRAIN_CAP_CPU ((uint64_t)1 << 0)           /* works on host (CPU) buffers */
-#define PARTRAIN_CAP_CUDA ((uint64_t)1 << 1)          /* works on CUDA device buffers */
+#define PARTRAIN_CAP_CUDA ((uint64_t)1 << 1)          /* works on CUDA device buffers (see
+                                                        * PARTRAIN_HOST_CUDA_BUFFERS) */
 #define PARTRAIN_CAP_OVERLAP ((uint64_t)1 << 2)       /* starts communication before grads_done */
 #define PARTRAIN_CAP_SHARDED_STATE ((uint64_t)1 << 3) /* shards optimizer state (ZeRO) */
 
@@ -64,7 +65,8 @@ typedef enum partrain_family_v1 {
 #define PARTRAIN_REDUCE_MAX 2
 
 /* A communicator of one layout group, provided by the host. All buffers hold float32 and
- * live where the host's backend keeps tensors (host memory on CPU ranks). */
+ * live where the host's backend keeps tensors: host memory on CPU ranks (Gloo), device
+ * memory on GPU ranks (NCCL; see PARTRAIN_HOST_CUDA_BUFFERS). */
 typedef struct partrain_comm_v1 {
   void* ctx;   /* the host's; pass it back as the first argument */
   int rank;    /* this process's rank inside the group, 0 <= rank < size */
@@ -140,7 +142,8 @@ typedef struct partrain_strategy_v1 {
  */
 
 /* A communicator of one layout group (v2). All buffers hold float32 and live where the
- * host's backend keeps tensors (host memory on CPU ranks). Every operation starts at once
+ * host's backend keeps tensors: host memory on CPU ranks (Gloo), device memory on GPU ranks
+ * (NCCL; see PARTRAIN_HOST_CUDA_BUFFERS). Every operation starts at once
  * and returns; *work receives a handle to pass to wait exactly once. Operations of one
  * communicator run in the order started. Buffers must stay valid, and must not be written
  * (outputs: read) by the caller, until wait returned. counts arrays are copied before the
@@ -173,6 +176,18 @@ typedef struct partrain_comm_v2 {
 #define PARTRAIN_HOST_SHARD_OPTIMIZER ((uint64_t)1 << 0) /* AdamW on the shard only (stage 1) */
 #define PARTRAIN_HOST_SHARD_GRADS ((uint64_t)1 << 1)     /* gradients kept as shards (stage 2) */
 #define PARTRAIN_HOST_SHARD_PARAMS ((uint64_t)1 << 2)    /* parameters kept as shards (stage 3) */
+/* Where the buffers live. Set: this rank trains on a GPU, and every float* the host passes
+ * (grads_ready's data and shard_grads, grads_done's grads, params_gather's shard_params and
+ * dst, params_wait's dst) and every buffer given to or taken from partrain_comm_v1_t /
+ * partrain_comm_v2_t is CUDA device memory on the rank's current device (the process sees
+ * one GPU, cuda:0). The plugin must not read or write them from the host; it passes them
+ * to the communicator (NCCL), whose operations run after everything the host queued on its
+ * compute stream before the call, and are complete, on the device, when wait returned.
+ * Pointer arithmetic (data - offset, base + lo) is fine. Clear: host memory, as before.
+ * The host sets it only for a plugin whose capabilities include PARTRAIN_CAP_CUDA and
+ * refuses, before init, a plugin without that bit on a GPU rank. A v1 plugin sees no
+ * host_features: it gets device buffers exactly when it has PARTRAIN_CAP_CUDA. */
+#define PARTRAIN_HOST_CUDA_BUFFERS ((uint64_t)1 << 3)
 
 /* What a data-family plugin is given at init (v2). */
 typedef struct partrain_init_args_v2 {

@@ -1,6 +1,7 @@
-// The NCCL communicator on real GPUs: one rank per visible device (threads of this process,
-// ranks found through an in-process rendezvous server), every collective checked exactly on
-// small integers. Skips (exit 77) where there is no CUDA device.
+// The NCCL communicator on real GPUs: one rank per device (threads of this process, ranks
+// found through an in-process rendezvous server), every collective checked exactly on small
+// integers for world 1, world 2 (two GPUs) and up to 4; a compute stream set after creation
+// orders the operations. Skips (exit 77) where there is no CUDA device.
 #include <cuda_runtime.h>
 
 #include <chrono>
@@ -11,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include "comm/gloo/gloo_communicator.h"
 #include "comm/nccl/nccl_communicator.h"
 #include "comm/store/store_server.h"
 
@@ -170,10 +172,8 @@ void run_rank(int rank, int world, int port) {
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 1.0);
 }
 
-TEST(NcclCommunicator, EveryCollectiveExactOnEachVisibleGpu) {
-  int devices = device_count();
-  if (devices == 0) GTEST_SKIP() << "no CUDA device";
-  int world = std::min(devices, 4);
+// `world` ranks, one thread and one GPU each, through an in-process rendezvous server.
+void run_world(int world) {
   StoreServerOptions o;
   o.host = "127.0.0.1";
   auto server = StoreServer::start(kSecret, o);
@@ -181,6 +181,76 @@ TEST(NcclCommunicator, EveryCollectiveExactOnEachVisibleGpu) {
   std::vector<std::thread> ranks;
   for (int r = 0; r < world; ++r) ranks.emplace_back(run_rank, r, world, (*server)->port());
   for (auto& t : ranks) t.join();
+}
+
+TEST(NcclCommunicator, EveryCollectiveExactOnOneGpu) {
+  if (device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  run_world(1);
+}
+
+TEST(NcclCommunicator, EveryCollectiveExactOnTwoGpus) {
+  if (device_count() < 2) GTEST_SKIP() << "needs 2 CUDA devices (NCCL refuses two ranks on one), found " << device_count();
+  run_world(2);
+}
+
+TEST(NcclCommunicator, EveryCollectiveExactOnEachVisibleGpu) {
+  int devices = device_count();
+  if (devices < 3) GTEST_SKIP() << "one and two GPUs are covered above; found " << devices;
+  run_world(std::min(devices, 4));
+}
+
+// A rendezvous server of this process and one client of it (null client on failure).
+struct LocalStore {
+  std::unique_ptr<StoreServer> server;
+  std::unique_ptr<StoreClient> client;
+  LocalStore() {
+    StoreServerOptions so;
+    so.host = "127.0.0.1";
+    auto s = StoreServer::start(kSecret, so);
+    if (!s) return;
+    server = std::move(s).value();
+    auto c = StoreClient::connect("127.0.0.1", server->port(), kSecret);
+    if (c) client = std::move(c).value();
+  }
+};
+
+// Holds the stream it is enqueued on for 200 ms: work queued behind it waits that long.
+void CUDART_CB hold_stream(void*) { std::this_thread::sleep_for(std::chrono::milliseconds(200)); }
+
+// The worker makes its backend (and so its compute stream) after the communicator:
+// set_nccl_compute_stream must order later operations after that stream's work. The input
+// is written on the compute stream behind a 200 ms hold; an all-gather that did not wait
+// would copy the old values.
+TEST(NcclCommunicator, ComputeStreamSetLaterOrdersOperations) {
+  if (device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  LocalStore local;
+  ASSERT_TRUE(local.client) << "no rendezvous store";
+  auto made = create_nccl_communicator(GroupSpec{"late_stream", {0}, 0}, *local.client, NcclOptions{.device = 0});
+  ASSERT_TRUE(made.is_ok()) << made.status().message();
+  cudaStream_t compute = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking), cudaSuccess);
+  ASSERT_TRUE(set_nccl_compute_stream(**made, compute).is_ok());
+  constexpr size_t kN = 1 << 16;
+  DeviceBuffer in(std::vector<float>(kN, -1.0f)), out(kN);
+  ASSERT_EQ(cudaLaunchHostFunc(compute, hold_stream, nullptr), cudaSuccess);
+  ASSERT_EQ(cudaMemsetAsync(in.get(), 0, kN * sizeof(float), compute), cudaSuccess);  // 0.0f
+  ASSERT_TRUE((*made)->all_gather(in.get(), out.get(), kN)->wait().is_ok());
+  const std::vector<float> got = out.host();
+  EXPECT_EQ(got.front(), 0.0f);
+  EXPECT_EQ(got.back(), 0.0f);
+  EXPECT_EQ(cudaStreamDestroy(compute), cudaSuccess);
+}
+
+TEST(NcclCommunicator, ComputeStreamIsRefusedForAnotherBackend) {
+  // A Gloo group of one: it has no stream to wait for.
+  LocalStore local;
+  ASSERT_TRUE(local.client) << "no rendezvous store";
+  auto gloo = create_gloo_communicator(GroupSpec{"cpu_group", {0}, 0}, *local.client, GlooOptions{.host = "127.0.0.1"});
+  ASSERT_TRUE(gloo.is_ok()) << gloo.status().message();
+  const Status s = set_nccl_compute_stream(**gloo, nullptr);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "group 'cpu_group' is a gloo communicator, not NCCL: it has no compute stream");
 }
 
 }  // namespace

@@ -113,6 +113,30 @@ TEST(Precedence, ResolveJobRunsTheWholeChainOnTheRealEnvironment) {
   EXPECT_EQ(job->run_dir, "runs/job");         // default from the file name
 }
 
+TEST(Precedence, DeviceFromTheFileTheEnvironmentAndTheCommandLine) {
+  EXPECT_EQ(parsed().device, "cpu");  // default
+  JobConfig job = parsed(std::string("[job]\ndevice = \"cuda\"\n") + kJob);
+  EXPECT_EQ(job.device, "cuda");
+  ASSERT_TRUE(apply_environment({{"PARTRAIN_DEVICE", "cpu"}}, &job).is_ok());
+  EXPECT_EQ(job.device, "cpu");  // environment over the file
+  Overrides cli;
+  cli.device = "cuda";
+  ASSERT_TRUE(apply_command_line(cli, &job).is_ok());
+  EXPECT_EQ(job.device, "cuda");  // command line over the environment
+  // Workers each get their own GPU: a named one is no job-wide device.
+  EXPECT_EQ(apply_environment({{"PARTRAIN_DEVICE", "cuda:1"}}, &job).message(),
+            "PARTRAIN_DEVICE='cuda:1': the workers' device is cpu or cuda (each worker gets its own "
+            "GPU), e.g. PARTRAIN_DEVICE=cuda");
+  cli.device = "gpu";
+  EXPECT_EQ(apply_command_line(cli, &job).message(),
+            "--device gpu: the workers' device is cpu or cuda (each worker gets its own GPU), e.g. "
+            "--device cuda");
+  EXPECT_EQ(job.device, "cuda");  // refused overrides change nothing
+  auto bad = parse_job("[job]\ndevice = \"tpu\"\n", "job.toml");
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_NE(bad.status().message().find("device"), std::string::npos) << bad.status().message();
+}
+
 TEST(Precedence, EnvironmentErrorsNameTheVariable) {
   JobConfig job = parsed();
   auto bad_steps = apply_environment({{"PARTRAIN_STEPS", "ten"}}, &job);

@@ -18,6 +18,7 @@
 #include <regex>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -76,6 +77,25 @@ class Runtime : public ::testing::Test {
   std::string dir_;
 };
 
+
+// The workers partraind started ("rank R started: pid P" in its stderr), once `want` of them
+// are logged and `metrics` holds a step; fewer when `timeout` passed first.
+inline std::map<int, pid_t> started_workers(const Proc& agent, const std::string& metrics, size_t want,
+                                            std::chrono::seconds timeout) {
+  static const std::regex kStarted("rank ([0-9]+) started: pid ([0-9]+)");
+  std::map<int, pid_t> pids;
+  const auto deadline = Clock::now() + timeout;
+  while (Clock::now() < deadline) {
+    const std::string err = slurp(agent.err);
+    pids.clear();
+    for (std::sregex_iterator it(err.begin(), err.end(), kStarted), end; it != end; ++it) {
+      pids[std::stoi((*it)[1].str())] = std::stoi((*it)[2].str());
+    }
+    if (pids.size() == want && fs::exists(metrics) && !slurp(metrics).empty()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return pids;
+}
 
 // Two runs' loss trajectories (metrics.jsonl) agree within 1e-5 relative at every one of
 // `steps` steps, and the reference really trains; prints the largest relative difference

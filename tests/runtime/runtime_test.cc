@@ -74,21 +74,7 @@ TEST_F(Runtime, KilledWorkerStopsTheJobWithTheRetryableCode) {
                   "--heartbeat-timeout", "10", kTiny},
                  env("kill"), dir_, "kill");
   // Wait for both workers and the first step.
-  std::map<int, pid_t> pids;
-  static const std::regex kStarted("rank ([0-9]+) started: pid ([0-9]+)");
-  const auto deadline = Clock::now() + std::chrono::seconds(60);
-  while (Clock::now() < deadline) {
-    const std::string err = slurp(p.err);
-    pids.clear();
-    for (std::sregex_iterator it(err.begin(), err.end(), kStarted), end; it != end; ++it) {
-      pids[std::stoi((*it)[1].str())] = std::stoi((*it)[2].str());
-    }
-    if (pids.size() == 2 && fs::exists(dir_ + "/kill/metrics.jsonl") &&
-        !slurp(dir_ + "/kill/metrics.jsonl").empty()) {
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+  std::map<int, pid_t> pids = started_workers(p, dir_ + "/kill/metrics.jsonl", 2, std::chrono::seconds(60));
   ASSERT_EQ(pids.size(), 2u) << slurp(p.err);
   const auto t0 = Clock::now();
   ASSERT_EQ(::kill(pids[1], SIGKILL), 0);

@@ -93,6 +93,11 @@ class NcclCommunicator final : public Communicator, public std::enable_shared_fr
 
   const char* backend() const override { return "nccl"; }
   const GroupSpec& group() const override { return spec_; }
+  // Operations started from now on wait for `stream` (see set_nccl_compute_stream).
+  void set_compute_stream(void* stream) {
+    std::lock_guard lock(launch_mu_);
+    options_.compute_stream = stream;
+  }
   using Communicator::all_gather;
   using Communicator::reduce_scatter;
 
@@ -355,6 +360,37 @@ Status NcclWork::wait() {
   return status_;
 }
 
+// Works hold a shared_ptr to their communicator; the caller's handle owns it through an
+// adapter so that destroying it while works are alive stays safe.
+class NcclHandle final : public Communicator {
+ public:
+  explicit NcclHandle(std::shared_ptr<NcclCommunicator> impl) : impl_(std::move(impl)) { rank_ = impl_->rank(); }
+  const char* backend() const override { return impl_->backend(); }
+  const GroupSpec& group() const override { return impl_->group(); }
+  using Communicator::all_gather;
+  using Communicator::reduce_scatter;
+  WorkHandle all_reduce(float* d, size_t n, ReduceOp op) override { return impl_->all_reduce(d, n, op); }
+  WorkHandle reduce_scatter(const float* in, float* out, const std::vector<size_t>& c, ReduceOp op) override {
+    return impl_->reduce_scatter(in, out, c, op);
+  }
+  WorkHandle all_gather(const float* in, float* out, const std::vector<size_t>& c) override {
+    return impl_->all_gather(in, out, c);
+  }
+  WorkHandle all_to_allv(const float* in, const std::vector<size_t>& s, float* out,
+                         const std::vector<size_t>& r) override {
+    return impl_->all_to_allv(in, s, out, r);
+  }
+  WorkHandle broadcast(float* d, size_t n, int root) override { return impl_->broadcast(d, n, root); }
+  WorkHandle batch_send_recv(const std::vector<P2pOp>& ops) override { return impl_->batch_send_recv(ops); }
+  WorkHandle barrier() override { return impl_->barrier(); }
+  void abort(const std::string& reason) override { impl_->abort(reason); }
+
+  NcclCommunicator* impl() const { return impl_.get(); }
+
+ private:
+  std::shared_ptr<NcclCommunicator> impl_;
+};
+
 }  // namespace
 
 Result<std::unique_ptr<Communicator>> create_nccl_communicator(const GroupSpec& spec, StoreClient& store,
@@ -364,35 +400,17 @@ Result<std::unique_ptr<Communicator>> create_nccl_communicator(const GroupSpec& 
   auto comm = std::make_shared<NcclCommunicator>(spec, *rank, options);
   PARTRAIN_RETURN_IF_ERROR(comm->connect(store));
   log::debug(kLog, "NCCL communicator '{}' ready: rank {} of {}", spec.name, *rank, spec.members.size());
-  // Works hold a shared_ptr to their communicator; the caller's handle owns it through an
-  // adapter so that destroying it while works are alive stays safe.
-  class Handle final : public Communicator {
-   public:
-    explicit Handle(std::shared_ptr<NcclCommunicator> impl) : impl_(std::move(impl)) { rank_ = impl_->rank(); }
-    const char* backend() const override { return impl_->backend(); }
-    const GroupSpec& group() const override { return impl_->group(); }
-    using Communicator::all_gather;
-    using Communicator::reduce_scatter;
-    WorkHandle all_reduce(float* d, size_t n, ReduceOp op) override { return impl_->all_reduce(d, n, op); }
-    WorkHandle reduce_scatter(const float* in, float* out, const std::vector<size_t>& c, ReduceOp op) override {
-      return impl_->reduce_scatter(in, out, c, op);
-    }
-    WorkHandle all_gather(const float* in, float* out, const std::vector<size_t>& c) override {
-      return impl_->all_gather(in, out, c);
-    }
-    WorkHandle all_to_allv(const float* in, const std::vector<size_t>& s, float* out,
-                           const std::vector<size_t>& r) override {
-      return impl_->all_to_allv(in, s, out, r);
-    }
-    WorkHandle broadcast(float* d, size_t n, int root) override { return impl_->broadcast(d, n, root); }
-    WorkHandle batch_send_recv(const std::vector<P2pOp>& ops) override { return impl_->batch_send_recv(ops); }
-    WorkHandle barrier() override { return impl_->barrier(); }
-    void abort(const std::string& reason) override { impl_->abort(reason); }
+  return std::unique_ptr<Communicator>(std::make_unique<NcclHandle>(std::move(comm)));
+}
 
-   private:
-    std::shared_ptr<NcclCommunicator> impl_;
-  };
-  return std::unique_ptr<Communicator>(std::make_unique<Handle>(std::move(comm)));
+Status set_nccl_compute_stream(Communicator& comm, void* compute_stream) {
+  auto* handle = dynamic_cast<NcclHandle*>(&comm);
+  if (handle == nullptr) {
+    return Status::invalid(fmt::format("group '{}' is a {} communicator, not NCCL: it has no compute stream",
+                                       comm.group().name, comm.backend()));
+  }
+  handle->impl()->set_compute_stream(compute_stream);
+  return Status::ok();
 }
 
 }  // namespace partrain::comm

@@ -35,4 +35,10 @@ struct NcclOptions {
 Result<std::unique_ptr<Communicator>> create_nccl_communicator(const GroupSpec& spec, StoreClient& store,
                                                                const NcclOptions& options = {});
 
+// Orders every operation `comm` (from create_nccl_communicator) starts from now on after the
+// work queued on `compute_stream` (a cudaStream_t), as NcclOptions::compute_stream does, for
+// callers whose compute stream exists only after the communicator (the worker makes its CUDA
+// backend after the data plugin planned on the communicator). invalid for another backend's.
+Status set_nccl_compute_stream(Communicator& comm, void* compute_stream);
+
 }  // namespace partrain::comm

@@ -5,6 +5,10 @@
 // [plugins.dp] in the job file:
 //   bucket_mb = 25     bucket size in MiB of float32 gradient. Default: 25 (as PyTorch DDP)
 //
+// GPU ranks (PARTRAIN_HOST_CUDA_BUFFERS): the gradient is device memory; this plugin only
+// passes pointers to the communicator (NCCL) and never touches the values, so it serves CPU
+// and GPU ranks alike.
+//
 // Sees only the SDK headers: builds in tree exactly as out of tree.
 #include <chrono>
 #include <string>
@@ -108,5 +112,5 @@ class DataParallel : public partrain::sdk::Strategy {
 }  // namespace
 
 PARTRAIN_STRATEGY_PLUGIN(DataParallel, "dp", PARTRAIN_FAMILY_DATA, "1.0.0",
-                         PARTRAIN_CAP_CPU | PARTRAIN_CAP_OVERLAP,
+                         PARTRAIN_CAP_CPU | PARTRAIN_CAP_CUDA | PARTRAIN_CAP_OVERLAP,
                          "data parallel: bucketed gradient all-reduce (average) once per step")
