@@ -68,11 +68,11 @@ HostReducer::~HostReducer() {
 }
 
 Status HostReducer::all_reduce(float* values, size_t n, comm::ReduceOp op) {
-  if (n > kMax) return Status::internal(fmt::format("HostReducer: {} values, at most {}", n, kMax));
   if (!buffers_on_device(*c_)) return c_->all_reduce(values, n, op)->wait();
-  if (scratch_.empty()) {
+  if (scratch_.numel() < static_cast<int64_t>(n)) {  // grown once to the largest array seen
+    if (!scratch_.empty()) backend_->release(&scratch_);
     Result<engine::Tensor> t = backend_->alloc(engine::MemCategory::kWorkspace, engine::DType::kF32,
-                                               engine::Shape{static_cast<int64_t>(kMax)});
+                                               engine::Shape{static_cast<int64_t>(n)});
     if (!t) return t.status();
     scratch_ = *t;
   }

@@ -44,11 +44,10 @@ Status check_plugin_memory(const std::string& device, uint64_t capabilities, con
 // PARTRAIN_HOST_CUDA_BUFFERS on GPU ranks, else 0: OR it into the plugin's host_features.
 uint64_t buffer_memory_feature(const std::string& device);
 
-// Small host arrays (at most kMax floats) all-reduced over `c`; staged through a device
-// buffer of `backend` when c's buffers are device memory.
+// Small host arrays (the loss, the stop flag, MoE routing counts) all-reduced over `c`;
+// staged through a device buffer of `backend` when c's buffers are device memory.
 class HostReducer {
  public:
-  static constexpr size_t kMax = 8;
   HostReducer(comm::Communicator* c, engine::Backend* backend) : c_(c), backend_(backend) {}
   ~HostReducer();
   HostReducer(const HostReducer&) = delete;
@@ -58,7 +57,7 @@ class HostReducer {
  private:
   comm::Communicator* c_;
   engine::Backend* backend_;
-  engine::Tensor scratch_;  // kMax floats on the device, made on first use
+  engine::Tensor scratch_;  // on the device, as large as the largest array so far
 };
 
 }  // namespace partrain::worker
