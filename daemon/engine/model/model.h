@@ -15,6 +15,11 @@
 // Tensor parallel (tensor_parallel.h): a model created with TensorOptions{rank, size, sp}
 // holds rank's pieces of every split tensor (table() says which) and computes exactly the
 // single-rank model with its group, through the TensorComm set before the first forward.
+//
+// Pipeline stages (stage.h): a model created with StageOptions holds one stage's blocks and
+// the activations of `slots` micro-batches; forward(batch, slot) / backward(slot, ...) run
+// one micro-batch through the stage, taking its input from stage_input(slot) (unless it is
+// the first stage) and leaving its output in stage_output(slot) (unless it is the last).
 #pragma once
 
 #include <cstdint>
@@ -28,6 +33,7 @@
 #include "engine/backend.h"
 #include "engine/model/params.h"
 #include "engine/model/sharding.h"
+#include "engine/model/stage.h"
 #include "engine/model/tensor_parallel.h"
 #include "engine/options.h"
 
@@ -50,6 +56,7 @@ struct LossParts {
 
 struct BlockActs;  // per-block activations (model.cc)
 struct MoeState;   // per-MoE-block routing and expert activations (moe.cc)
+struct ActSlot;    // one micro-batch's activations, of a pipeline stage's slots
 
 class Model {
  public:
@@ -60,7 +67,8 @@ class Model {
   static Result<std::unique_ptr<Model>> create(const ModelOptions& options, Backend* backend,
                                                int max_batch, uint64_t seed,
                                                const ShardOptions& shard = {},
-                                               const TensorOptions& tp = {});
+                                               const TensorOptions& tp = {},
+                                               const StageOptions& stage = {});
   ~Model();
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
@@ -73,6 +81,22 @@ class Model {
   // untied head), then blocks L-1 .. 0; so a data-parallel sync can start while the blocks
   // below are still in backward. The embeddings (and a tied head) finish last.
   void backward(float scale, const std::function<void(int)>& block_done = {});
+  // Pipeline stages: the same for the micro-batch in activation slot `slot` (forward(batch)
+  // is slot 0). A stage without the head returns only its MoE aux loss and takes the
+  // gradient of its output from `dout` ([B*T, C], as stage_output); a stage without the
+  // embeddings leaves the gradient of its input in input_grad().
+  Result<LossParts> forward(const MicroBatch& batch, int slot);
+  void backward(int slot, float scale, const Tensor& dout);
+  // [max_batch * seq_len, C]: where a non-first stage's input goes before forward(slot),
+  // and a non-last stage's output after it (kept until the slot's next forward).
+  Tensor stage_input(int slot);
+  Tensor stage_output(int slot);
+  // After backward on a non-first stage: d loss / d input ([max_batch * seq_len, C]), valid
+  // until the next backward.
+  Tensor input_grad() const;
+  const StageOptions& stage() const { return stage_; }
+  bool first_stage() const { return lo_ == 0; }
+  bool last_stage() const { return hi_ == o_.layers; }
   // [first, end) element offsets in the flat buffers of block l's parameters (l < L), or of
   // the final norm and untied head (l = L): the table adds each block's tensors together,
   // between the embeddings and the final norm.
@@ -117,6 +141,13 @@ class Model {
   Model() = default;
   Result<Tensor> alloc(MemCategory cat, DType dtype, Shape shape);  // owned, freed in ~Model
   Status allocate(int max_batch);
+  // One slot's activations into the members (allocate), and swapping a slot with them.
+  Status allocate_slot(const BlockActs& shared);
+  void swap_slot(ActSlot& s);
+  void use_slot(int slot);
+  void backward_stage(float scale, const std::function<void(int)>& block_done, const Tensor& dout);
+  void head_backward(float scale, const Tensor& dres);
+  Status alloc_block_acts(BlockActs& a, bool core, bool rest);
   void index_params();
   // Parameter and gradient storage, flat or sharded, and the views per segment (sharding.cc).
   Status allocate_storage();
@@ -204,6 +235,13 @@ class Model {
   std::vector<float> host_f_;
   std::vector<int32_t> host_i_;
   int tp_row0() const { return tp_.sp ? tp_.rank * R_ : 0; }  // first residual row held
+
+  // Pipeline stage: blocks [lo_, hi_); the slots not in use (the one in use lives in the
+  // members below, swapped in by use_slot).
+  StageOptions stage_;
+  int lo_ = 0, hi_ = 0;
+  std::vector<std::unique_ptr<ActSlot>> slots_;
+  int slot_ = -1;
 
   // Current micro-batch.
   int B_ = 0, N_ = 0, R_ = 0, max_batch_ = 0;

@@ -3,9 +3,11 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "engine/backend.h"
+#include "engine/model/model.h"
 
 namespace partrain::engine::model {
 
@@ -42,6 +44,19 @@ struct MoeState {
   std::vector<float> host_gate, host_buf, host_dgate;
   std::vector<double> chosen, mean_p, dp;  // per-expert scratch
   std::vector<int> order;
+};
+
+// One micro-batch's activations and state, as a pipeline stage keeps them per slot: the
+// Model members of the same names, swapped in and out (Model::swap_slot).
+struct ActSlot {
+  Tensor tokens, targets;
+  std::vector<Tensor> res;
+  std::vector<std::unique_ptr<BlockActs>> acts;
+  std::vector<std::unique_ptr<MoeState>> moe;
+  Tensor lnf, lnf_mean, lnf_rstd, logits, losses, lse;
+  MicroBatch batch;
+  int B = 0, N = 0, R = 0, loss_count = 0;
+  float aux_loss = 0;
 };
 
 }  // namespace partrain::engine::model
