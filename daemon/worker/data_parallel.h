@@ -26,6 +26,7 @@
 #include "comm/communicator.h"
 #include "common/status.h"
 #include "config/job_config.h"
+#include "engine/backend.h"
 #include "layout/layout.h"
 #include "partrain/plugin.h"
 #include "partrain/tensor.h"
@@ -69,5 +70,9 @@ struct DataParallelRun {
 // collectives: gradient buckets all-reduced). unavailable when a peer
 // failed; unavailable "stopped at step N" when *stop ended the run early.
 Status train_data_parallel(const DataParallelRun& run);
+
+// <run_dir>/memory.rank<R>.json: this rank's peak bytes per memory category (every
+// layout's workers write it, for comparing layouts).
+Status write_memory(const std::string& run_dir, int rank, const engine::MemoryStats& mem);
 
 }  // namespace partrain::worker

@@ -2,8 +2,8 @@
 // rank and the rendezvous address from the environment the agent sets (PARTRAIN_RANK,
 // PARTRAIN_WORLD, PARTRAIN_COORDINATOR, PARTRAIN_JOB_SECRET, PARTRAIN_SPEC), resolves the
 // same job the agent resolved, builds a communicator per layout group it needs through the
-// store (dp; tp when tp > 1), loads the data plugin (and the tensor plugin "tp") from the
-// site's plugin directory, and trains.
+// store (dp; tp when tp > 1; pp when pp > 1), loads the data plugin (and the tensor plugin
+// "tp", or the pipeline schedule plugin) from the site's plugin directory, and trains.
 //
 //   partrain-worker JOB.toml
 //
@@ -34,6 +34,7 @@
 #include "store/shard_file.h"
 #include "worker/checkpoint_commit.h"
 #include "worker/data_parallel.h"
+#include "worker/pipeline_parallel.h"
 
 namespace partrain::worker {
 namespace {
@@ -75,10 +76,24 @@ Status run(const std::string& job_path) {
   Result<Layout> layout = Layout::create(*world, job->parallelism);
   if (!layout) return layout.status();
   PARTRAIN_RETURN_IF_ERROR(config::validate_layout(*job, *world));
-  if (layout->pp() != 1 || layout->ep() != 1 || layout->cp() != 1) {
+  if (layout->ep() != 1 || layout->cp() != 1) {
     return Status::invalid(fmt::format(
-        "--partrain={}: this partrain runs tensor- and data-parallel layouts only (pp, ep and "
-        "cp 1); the pipeline and expert runtimes are not installed yet", job->parallelism.to_string()));
+        "--partrain={}: this partrain runs tensor-, pipeline- and data-parallel layouts only (ep "
+        "and cp 1); the expert runtime is not installed yet", job->parallelism.to_string()));
+  }
+  // Pipeline parallel: the schedule checked and the model partitioned before any rank
+  // talks to another (every rank decides the same).
+  std::optional<PipelinePlan> pipe;
+  if (layout->pp() > 1) {
+    Result<PipelinePlan> p = plan_pipeline(*job, *layout, site->plugin_dir);
+    if (!p) return p.status();
+    pipe = std::move(p).value();
+    if (*rank == 0) {
+      log::info("worker", "pipeline schedule {} (pp={}, m={}, v={}), checked; stage partition:\n{}",
+                pipe->source, pipe->schedule.shape.pp, pipe->schedule.shape.m, pipe->schedule.shape.v,
+                pipeline::describe_partition(pipe->parts, layout->pp()));
+      log::warn("worker", "pp: pipeline-parallel checkpoints are not written yet; this run saves none");
+    }
   }
   if (layout->tp() > 1 && job->parallelism.zero > 0 && job->checkpoint.every > 0) {
     return Status::invalid(fmt::format(
@@ -115,10 +130,16 @@ Status run(const std::string& job_path) {
     if (!c) return c.status();
     resume = std::move(c).value();
   }
+  if (pipe && resume) {
+    return Status::invalid(fmt::format("{}: a checkpoint of step {} exists, but pipeline-parallel runs "
+                                       "cannot resume checkpoints yet; resume it without pp, or remove it",
+                                       store::checkpoint_root(job->checkpoint.dir, job->run_dir),
+                                       resume->state.step));
+  }
   Result<std::unique_ptr<comm::StoreClient>> commit_client = store->clone();
   if (!commit_client) return commit_client.status();
   StoreCommitter committer(std::move(commit_client).value(), prefix);
-  std::unique_ptr<comm::Communicator> dp_comm, tp_comm;
+  std::unique_ptr<comm::Communicator> dp_comm, tp_comm, pp_comm;
   std::unique_ptr<plugin::Plugin> data_plugin;
   std::unique_ptr<plugin::TensorPlugin> tensor_plugin;
   // A loopback coordinator means every rank is on this machine: loopback. Else the agent's
@@ -163,6 +184,32 @@ Status run(const std::string& job_path) {
       log::info("worker", "data plugin {} {} from {}", data_plugin->info().name,
                 data_plugin->info().version, data_plugin->info().path);
     }
+  }
+  if (pipe) {
+    // The pp group (stride tp * dp: the outermost axis) carries the stages' transfers.
+    const std::vector<int> members = layout->group(Axis::kPp, *rank);
+    comm::GroupSpec spec{fmt::format("{}pp{}", prefix, members.front()), members, *rank};
+    Result<std::unique_ptr<comm::Communicator>> c = comm::create_gloo_communicator(spec, *store, go);
+    if (!c) return c.status();
+    pp_comm = std::move(c).value();
+    PipelineRun pr;
+    pr.job = &*job;
+    pr.plan = &*pipe;
+    pr.rank = *rank;
+    pr.world = *world;
+    pr.pp_rank = coord.pp;
+    pr.pp_comm = pp_comm.get();
+    pr.dp = layout->dp();
+    pr.dp_rank = coord.dp;
+    pr.dp_comm = dp_comm.get();
+    pr.plugin_v2 = data_plugin ? data_plugin->v2() : nullptr;
+    pr.plugin_v1 = data_plugin ? data_plugin->v1() : nullptr;
+    if (data_plugin) {
+      auto it = job->plugin_tables.find(data_plugin->info().name);
+      if (it != job->plugin_tables.end()) pr.plugin_config = it->second;
+    }
+    pr.stop = &g_stop;
+    return train_pipeline_parallel(pr);
   }
   DataParallelRun r;
   r.job = &*job;

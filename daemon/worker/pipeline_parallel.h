@@ -1,0 +1,79 @@
+// The worker's pipeline-parallel runtime (pp > 1): runs a checked schedule (daemon/pipeline)
+// on this rank's stage models, with point-to-point transfers on the pp communicator, so a
+// pp run trains exactly what one rank trains.
+//
+// Placement (include/partrain/schedule.h): with v chunks per rank there are S = pp * v
+// stages, stage s = chunk * pp + rank; daemon/pipeline/partition splits the blocks into
+// them by estimated cost (the embeddings with stage 0, the head with stage S-1). Each chunk
+// is one engine stage model (engine/model/stage.h) with as many activation slots as the
+// schedule has micro-batches in flight on that chunk (GPipe m, 1F1B at most pp).
+//
+// Transfers, as daemon/pipeline/README.md says: a send is posted and returns; its buffer
+// stays untouched until the step ends (activations go straight from the stage's output
+// slot, which is reused only after the micro-batch's gradient came back; input gradients
+// from one buffer per micro-batch and chunk). A receive is posted at its action and
+// waited for by the compute action that needs it, so it overlaps whatever runs between.
+// Per ordered pair of ranks, activations and gradients travel on two tags, each first in
+// first out (pipeline/streams.h): Gloo matches per (peer, tag) in order.
+//
+// After the actions: the data plugin averages each stage's gradients over its dp group
+// (pp x dp; stages never reduce each other's gradients), GPT-2's tied wte is summed between
+// the first and the last stage (both copies stay equal), the clipping norm is the sum of
+// squares over all stages (the tied tensor once), and every chunk takes the AdamW step.
+// The loss (the last stage's cross-entropy plus every stage's MoE aux loss) is summed over
+// pp and averaged over dp; global rank 0 writes metrics.jsonl with the measured bubble
+// (1 - sum(busy) / (pp x makespan) over the ranks' real action timelines), pp_comm_ms and
+// pp_exposed_ms.
+#pragma once
+
+#include <atomic>
+#include <string>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "common/status.h"
+#include "config/job_config.h"
+#include "layout/layout.h"
+#include "partrain/plugin.h"
+#include "pipeline/partition.h"
+#include "pipeline/schedule.h"
+
+namespace partrain::worker {
+
+// What the worker decides before any rank talks to another: the checked schedule and the
+// stage partition. Every rank computes the same.
+struct PipelinePlan {
+  pipeline::Schedule schedule;             // checked (pipeline::check)
+  std::vector<pipeline::StagePart> parts;  // pp * v stages
+  std::string source;                      // "1f1b 0.1.0 from PATH", for the log
+};
+
+// Loads the schedule plugin the spec names (sched=NAME[:V]) from `plugin_dir`, builds it
+// for (pp, m = grad_accum, v), checks it and partitions the model. invalid with the
+// checker's first violation for a bad schedule; invalid for a layout this runtime does not
+// run yet (tp, ZeRO or [checkpoint] every > 0 with pp, a split backward).
+Result<PipelinePlan> plan_pipeline(const config::JobConfig& job, const Layout& layout,
+                                   const std::string& plugin_dir);
+
+struct PipelineRun {
+  const config::JobConfig* job = nullptr;
+  const PipelinePlan* plan = nullptr;
+  int rank = 0;   // global rank
+  int world = 1;
+  int pp_rank = 0;
+  comm::Communicator* pp_comm = nullptr;
+  int dp = 1;
+  int dp_rank = 0;
+  comm::Communicator* dp_comm = nullptr;  // null when dp == 1
+  // The data plugin's table (one set when dp > 1) and its [plugins.NAME] table.
+  const partrain_strategy_v2_t* plugin_v2 = nullptr;
+  const partrain_strategy_v1_t* plugin_v1 = nullptr;
+  std::string plugin_config;
+  std::atomic<bool>* stop = nullptr;  // SIGTERM: stop at the next step boundary
+};
+
+// Trains job->training.steps steps. unavailable when a peer failed, or "stopped at step N"
+// when *stop ended the run early.
+Status train_pipeline_parallel(const PipelineRun& run);
+
+}  // namespace partrain::worker
