@@ -58,15 +58,16 @@ Result<PipelinePlan> plan_pipeline(const config::JobConfig& job, const Layout& l
   Result<pipeline::Schedule> sched = (*plug)->build(layout.pp(), *m, spec.virtual_stages);
   if (!sched) return Status::invalid(sched.status().message());
   PARTRAIN_RETURN_IF_ERROR(pipeline::check(*sched));
+  bool split = false;
   for (const std::vector<Action>& list : sched->ranks) {
-    for (const Action& a : list) {
-      if (a.kind == Kind::kBackwardInput || a.kind == Kind::kBackwardWeight) {
-        return Status::invalid(fmt::format(
-            "{}: schedule {} splits backward into input and weight gradients (ZB-H1); this "
-            "runtime does not defer weight gradients yet; use sched=1f1b, gpipe or interleaved:V",
-            what, sched->name));
-      }
-    }
+    for (const Action& a : list) split = split || a.kind == Kind::kBackwardInput;
+  }
+  if (split && (job.model.recompute != engine::Recompute::kNone || job.model.moe_experts > 0)) {
+    return Status::invalid(fmt::format(
+        "{}: schedule {} splits backward into input and weight gradients (ZB-H1), which keeps "
+        "every block's activations until the weight gradient and is not implemented for "
+        "mixture-of-experts blocks; set [model] recompute = \"none\" (dense models) or use sched=1f1b",
+        what, sched->name));
   }
   Result<std::vector<pipeline::PieceCost>> pieces = pipeline::piece_costs(engine::model::resolved(job.model));
   if (!pieces) return pieces.status();
@@ -131,7 +132,8 @@ struct Chunk {
 };
 
 // The most micro-batches of one chunk whose activations are held at once in the rank's
-// action order: from the first of its recv-activation and forward to its backward.
+// action order: from the first of its recv-activation and forward to its backward (or
+// backward-weight).
 int slots_needed(const std::vector<Action>& list, int chunk, int m) {
   std::vector<bool> held(static_cast<size_t>(m), false);
   int now = 0, peak = 0;
@@ -140,8 +142,8 @@ int slots_needed(const std::vector<Action>& list, int chunk, int m) {
     if ((a.kind == Kind::kRecvActivation || a.kind == Kind::kForward) && !held[static_cast<size_t>(a.mb)]) {
       held[static_cast<size_t>(a.mb)] = true;
       peak = std::max(peak, ++now);
-    } else if (a.kind == Kind::kBackward) {
-      --now;
+    } else if (a.kind == Kind::kBackward || a.kind == Kind::kBackwardWeight) {
+      --now;  // a backward-input keeps the activations for its backward-weight
     }
   }
   return std::max(peak, 1);
@@ -241,8 +243,10 @@ Status PipelineRunner::setup() {
     ch.stage = shape_.stage(run_.pp_rank, c);
     ch.part = run_.plan->parts[static_cast<size_t>(ch.stage)];
     const int slots = slots_needed(actions_, c, shape_.m);
+    bool split = false;
+    for (const Action& a : actions_) split = split || (a.chunk == c && a.kind == Kind::kBackwardInput);
     auto model = engine::model::Model::create(job_.model, be_.get(), mb_, job_.training.seed, {}, {},
-                                              {ch.part.first_block, ch.part.end_block, slots});
+                                              {ch.part.first_block, ch.part.end_block, slots, split});
     if (!model) return model.status();
     ch.model = std::move(model).value();
     auto opt = engine::train::AdamW::create(ch.model.get(), job_.training);
@@ -331,8 +335,15 @@ Status PipelineRunner::forward(Chunk& c, const Action& a, engine::train::StepMet
 Status PipelineRunner::backward(Chunk& c, const Action& a, engine::train::StepMetrics* /*m*/) {
   const int s = slot(c, a.mb);
   const engine::Tensor dout = c.model->last_stage() ? engine::Tensor{} : c.grad_in[static_cast<size_t>(s)];
-  c.model->backward(s, 1.0f / static_cast<float>(shape_.m), dout);
-  if (!c.model->first_stage()) be_->copy(c.grad_out[static_cast<size_t>(a.mb)], c.model->input_grad());
+  if (a.kind == Kind::kBackwardWeight) {
+    c.model->backward_weight(s);
+  } else {
+    c.model->backward(s, 1.0f / static_cast<float>(shape_.m), dout,
+                      a.kind == Kind::kBackwardInput ? engine::model::BackwardPart::kInput
+                                                     : engine::model::BackwardPart::kAll);
+    if (!c.model->first_stage()) be_->copy(c.grad_out[static_cast<size_t>(a.mb)], c.model->input_grad());
+    if (a.kind == Kind::kBackwardInput) return Status::ok();  // the slot stays for the weight half
+  }
   c.slot_of[static_cast<size_t>(a.mb)] = -1;
   c.free_slots.push_back(s);
   if (++c.backwards == shape_.m) PARTRAIN_RETURN_IF_ERROR(hand_over(c));
@@ -373,7 +384,7 @@ Status PipelineRunner::run_actions(engine::train::StepMetrics* m, double* loss) 
     if (a.kind == Kind::kForward && !c.model->first_stage()) {
       PARTRAIN_RETURN_IF_ERROR(wait_recv(c.recv_act[static_cast<size_t>(a.mb)], a));
     }
-    if (a.kind == Kind::kBackward && !c.model->last_stage()) {
+    if ((a.kind == Kind::kBackward || a.kind == Kind::kBackwardInput) && !c.model->last_stage()) {
       PARTRAIN_RETURN_IF_ERROR(wait_recv(c.recv_grad[static_cast<size_t>(a.mb)], a));
     }
     const int64_t start = trace::now_us();
@@ -387,7 +398,9 @@ Status PipelineRunner::run_actions(engine::train::StepMetrics* m, double* loss) 
         m->fwd_ms += ms_since(t0);
         break;
       }
-      case Kind::kBackward: {
+      case Kind::kBackward:
+      case Kind::kBackwardInput:
+      case Kind::kBackwardWeight: {
         const auto t0 = Clock::now();
         PARTRAIN_RETURN_IF_ERROR(backward(c, a, m));
         m->bwd_ms += ms_since(t0);

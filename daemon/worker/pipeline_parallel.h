@@ -6,7 +6,9 @@
 // stages, stage s = chunk * pp + rank; daemon/pipeline/partition splits the blocks into
 // them by estimated cost (the embeddings with stage 0, the head with stage S-1). Each chunk
 // is one engine stage model (engine/model/stage.h) with as many activation slots as the
-// schedule has micro-batches in flight on that chunk (GPipe m, 1F1B at most pp).
+// schedule has micro-batches in flight on that chunk (GPipe m, 1F1B at most pp). ZB-H1's
+// backward-input computes the input gradients and keeps each GEMM's output gradient;
+// its backward-weight computes the weight gradients from them later (never a no-op).
 //
 // Transfers, as daemon/pipeline/README.md says: a send is posted and returns; its buffer
 // stays untouched until the step ends (activations go straight from the stage's output
@@ -51,7 +53,8 @@ struct PipelinePlan {
 // Loads the schedule plugin the spec names (sched=NAME[:V]) from `plugin_dir`, builds it
 // for (pp, m = grad_accum, v), checks it and partitions the model. invalid with the
 // checker's first violation for a bad schedule; invalid for a layout this runtime does not
-// run yet (tp, ZeRO or [checkpoint] every > 0 with pp, a split backward).
+// run yet (tp, ZeRO or [checkpoint] every > 0 with pp; a split backward (ZB-H1) with
+// recompute or MoE blocks).
 Result<PipelinePlan> plan_pipeline(const config::JobConfig& job, const Layout& layout,
                                    const std::string& plugin_dir);
 

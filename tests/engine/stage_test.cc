@@ -1,7 +1,8 @@
 // Pipeline stage models (engine/model/stage.h) chained by hand on one process against the
 // whole model: the same initial weights by name, the same loss, and the same gradients of
 // every tensor (the tied wte as the sum of the first and the last stage's copies), with
-// two micro-batches in flight through activation slots, backwarded in reverse order.
+// two micro-batches in flight through activation slots, backwarded in reverse order; and
+// with the backward split into input and weight gradients (ZB-H1), the weight half later.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -38,7 +39,9 @@ std::vector<float> host(Backend& be, const Tensor& t) {
   return v;
 }
 
-void check_stages(const ModelOptions& o) {
+// split: every backward as backward-input (both micro-batches), then backward-weight (in
+// forward order), as ZB-H1 runs them.
+void check_stages(const ModelOptions& o, bool split = false) {
   constexpr int B = 2, kMb = 2;
   const int T = o.seq_len, N = B * T;
   std::mt19937 gen(5);
@@ -64,7 +67,7 @@ void check_stages(const ModelOptions& o) {
   const std::vector<std::pair<int, int>> ranges = {{0, 1}, {1, 3}, {3, 4}};
   std::vector<std::unique_ptr<Model>> st;
   for (auto [lo, hi] : ranges) {
-    auto m = Model::create(o, be.get(), B, 9, {}, {}, StageOptions{lo, hi, kMb});
+    auto m = Model::create(o, be.get(), B, 9, {}, {}, StageOptions{lo, hi, kMb, split});
     ASSERT_TRUE(m.is_ok()) << m.status().message();
     st.push_back(std::move(m).value());
     st.back()->zero_grads();
@@ -95,9 +98,12 @@ void check_stages(const ModelOptions& o) {
   ASSERT_TRUE(buf.is_ok());
   for (int k = kMb - 1; k >= 0; --k) {
     for (size_t s = st.size(); s-- > 0;) {
-      st[s]->backward(k, 1.0f / kMb, *buf);
+      st[s]->backward(k, 1.0f / kMb, *buf, split ? BackwardPart::kInput : BackwardPart::kAll);
       if (s > 0) be->copy(*buf, st[s]->input_grad());
     }
+  }
+  for (int k = 0; split && k < kMb; ++k) {
+    for (auto& m : st) m->backward_weight(k);
   }
   // Gradients by name; wte is the sum of its two copies (first and last stage).
   for (size_t i = 0; i < w.table().specs().size(); ++i) {
@@ -122,6 +128,10 @@ void check_stages(const ModelOptions& o) {
 
 TEST(Stage, Gpt2TiedWithDropoutMatchesTheWholeModel) { check_stages(options(Arch::kGpt2, 0.1f)); }
 TEST(Stage, LlamaMatchesTheWholeModel) { check_stages(options(Arch::kLlama, 0.0f)); }
+TEST(Stage, SplitBackwardMatchesTheWholeModel) {
+  check_stages(options(Arch::kGpt2, 0.1f), true);
+  check_stages(options(Arch::kLlama, 0.0f), true);
+}
 
 TEST(Stage, BadRangeIsRefused) {
   std::unique_ptr<Backend> be = make_cpu_backend();

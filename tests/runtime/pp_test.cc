@@ -1,7 +1,7 @@
 // Pipeline parallelism end to end (worker/pipeline_parallel, the shipped schedule plugins):
-// pp2 and pp4 with GPipe, 1F1B and interleaved 1F1B (v = 2), and pp2 x dp2, train exactly
-// what one rank trains (20 steps, 1e-5 relative; GPT-2 with its tied head and dropout,
-// LLaMA untied); 1F1B keeps fewer activations than GPipe at the same m, exactly in the
+// pp2 and pp4 with GPipe, 1F1B, interleaved 1F1B (v = 2) and ZB-H1 (backward split into
+// input and weight gradients), and pp2 x dp2, train exactly what one rank trains (20
+// steps, 1e-5 relative; GPT-2 with its tied head and dropout, LLaMA untied); 1F1B keeps fewer activations than GPipe at the same m, exactly in the
 // ratio of the micro-batches each holds at once; layouts the runtime does not run yet are
 // refused before any step (exit 2, one line).
 #include <cstdio>
@@ -86,10 +86,13 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"gpt2_pp4_gpipe", "gpt2", "pp4,sched=gpipe", 4, 4, 2, ""},
                       Case{"gpt2_pp4_1f1b", "gpt2", "pp4,sched=1f1b", 4, 4, 2, ""},
                       Case{"gpt2_pp4_interleaved2_dropout", "gpt2", "pp4,sched=interleaved:2", 4, 8, 2, kDrop},
+                      Case{"gpt2_pp2_zbh1_dropout", "gpt2", "pp2,sched=zbh1", 2, 4, 2, kDrop},
+                      Case{"gpt2_pp4_zbh1", "gpt2", "pp4,sched=zbh1", 4, 4, 2, ""},
                       Case{"gpt2_pp2_dp2", "gpt2", "pp2,dp2", 4, 4, 2, ""},
                       Case{"gpt2_pp2_dp2_interleaved2", "gpt2", "pp2,dp2,sched=interleaved:2", 4, 4, 2, ""},
                       Case{"llama_pp2_1f1b", "llama", "pp2", 2, 4, 2, ""},
-                      Case{"llama_pp4_interleaved2", "llama", "pp4,sched=interleaved:2", 4, 8, 2, ""}),
+                      Case{"llama_pp4_interleaved2", "llama", "pp4,sched=interleaved:2", 4, 8, 2, ""},
+                      Case{"llama_pp2_zbh1", "llama", "pp2,sched=zbh1", 2, 4, 2, ""}),
     [](const ::testing::TestParamInfo<Case>& i) { return std::string(i.param.name); });
 
 // At the same m = 8, GPipe keeps all 8 micro-batches' activations on every rank, 1F1B at
@@ -117,12 +120,13 @@ TEST_F(Runtime, OneFOneBKeepsFewerActivationsThanGpipe) {
 // exit 2, with the reason and the fix.
 TEST_F(Runtime, PpLayoutsNotRunYetAreRefused) {
   struct Bad {
-    std::string spec, nproc, extra, says;
+    std::string spec, nproc, model, says;
   };
   for (const Bad& b : {Bad{"pp2,dp2,zero1", "4", "", "zero1 combined with pp is not run"},
                        Bad{"pp2", "2", "", "[checkpoint] every = 1: pipeline-parallel checkpoints"},
-                       Bad{"pp2,sched=zbh1", "2", "", "does not defer weight gradients yet"}}) {
-    const std::string job = pp_job(kTiny, dir_, "bad.toml", 2, 2);
+                       Bad{"pp2,sched=zbh1", "2", "dropout = 0.0\nrecompute = \"full\"",
+                           "splits backward into input and weight gradients (ZB-H1)"}}) {
+    const std::string job = pp_job(kTiny, dir_, "bad.toml", 2, 2, b.model);
     std::string text = slurp(job);
     if (b.says.find("every = 1") != std::string::npos) {
       text.replace(text.find("every = 0"), 9, "every = 1");

@@ -194,6 +194,7 @@ Status Model::allocate(int max_batch) {
   // shares the attention core (att, lse); full shares everything but the block inputs
   // res_[l], and recomputes the block in backward.
   BlockActs shared;
+  if (stage_.split_backward) PARTRAIN_RETURN_IF_ERROR(check_split_backward());
   PARTRAIN_RETURN_IF_ERROR(alloc_block_acts(shared, o_.recompute != Recompute::kNone,
                                             o_.recompute == Recompute::kFull));
   PARTRAIN_RETURN_IF_ERROR(get(MC::kWorkspace, ad, {N, C}, &shared.branch));
@@ -300,6 +301,7 @@ Status Model::allocate_slot(const BlockActs& shared) {
     PARTRAIN_RETURN_IF_ERROR(get(MC::kActivations, DType::kF32, {N}, &losses_));
     PARTRAIN_RETURN_IF_ERROR(get(MC::kActivations, DType::kF32, {N}, &lse_));
   }
+  if (stage_.split_backward) PARTRAIN_RETURN_IF_ERROR(allocate_weight_grad_inputs());
   return Status::ok();
 }
 
@@ -321,6 +323,8 @@ void Model::swap_slot(ActSlot& s) {
   std::swap(R_, s.R);
   std::swap(loss_count_, s.loss_count);
   std::swap(aux_loss_, s.aux_loss);
+  std::swap(wgrad_dout_, s.wgrad_dout);
+  std::swap(deferred_, s.deferred);
 }
 
 // The slot in use lives in the members; the others in slots_ (slots_[slot_] is blank).
@@ -435,9 +439,11 @@ void Model::backward(float scale, const std::function<void(int)>& block_done) {
   backward_stage(scale, block_done, Tensor{});
 }
 
-void Model::backward(int slot, float scale, const Tensor& dout) {
+void Model::backward(int slot, float scale, const Tensor& dout, BackwardPart part) {
   use_slot(slot);
+  part_ = part;
   backward_stage(scale, {}, dout);
+  part_ = BackwardPart::kAll;
 }
 
 void Model::backward_stage(float scale, const std::function<void(int)>& block_done, const Tensor& dout) {
@@ -499,7 +505,8 @@ void Model::head_backward(float scale, const Tensor& dres) {
   const Tensor x = regions_.enter_forward(ract(lnf_), act(gathered_));
   const Tensor dx = act(dln_);
   be_->zero(dx);
-  be_->matmul_backward(dx, grad(head_), Tensor{}, dlogits, x, param(head_), N_, C, lv_);
+  linear_backward(site(hi_, 0), dx, head_, -1, table_.specs()[static_cast<size_t>(head_)].shape, {}, dlogits,
+                  x, N_, C, lv_);
   const Tensor dlnf = regions_.enter_backward(dx, ract(drows_));
   be_->zero(dres);
   norm_backward(dres, lnf_w_, lnf_b_, dlnf, ract(res_[L]), lnf_mean_, lnf_rstd_);

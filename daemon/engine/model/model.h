@@ -86,7 +86,11 @@ class Model {
   // gradient of its output from `dout` ([B*T, C], as stage_output); a stage without the
   // embeddings leaves the gradient of its input in input_grad().
   Result<LossParts> forward(const MicroBatch& batch, int slot);
-  void backward(int slot, float scale, const Tensor& dout);
+  void backward(int slot, float scale, const Tensor& dout, BackwardPart part = BackwardPart::kAll);
+  // ZB-H1 (StageOptions::split_backward): after backward(slot, ..., kInput), which computed
+  // the input gradient (and the norms' and embeddings' gradients), the GEMMs' weight and
+  // bias gradients of that micro-batch, from the output gradients it kept.
+  void backward_weight(int slot);
   // [max_batch * seq_len, C]: where a non-first stage's input goes before forward(slot),
   // and a non-last stage's output after it (kept until the slot's next forward).
   Tensor stage_input(int slot);
@@ -147,6 +151,13 @@ class Model {
   void use_slot(int slot);
   void backward_stage(float scale, const std::function<void(int)>& block_done, const Tensor& dout);
   void head_backward(float scale, const Tensor& dres);
+  // A GEMM's backward (weight_grads.cc): whole, or under backward-input the input gradient
+  // now and the weight gradient deferred. `site` numbers the GEMMs of the stage.
+  void linear_backward(int site, const Tensor& dinp, int w, int b, Shape wshape, Shape bshape,
+                       const Tensor& dout, const Tensor& inp, int N, int C, int OC);
+  int site(int l, int k) const { return 4 * (l - lo_) + k; }
+  Status check_split_backward() const;
+  Status allocate_weight_grad_inputs();
   Status alloc_block_acts(BlockActs& a, bool core, bool rest);
   void index_params();
   // Parameter and gradient storage, flat or sharded, and the views per segment (sharding.cc).
@@ -242,6 +253,9 @@ class Model {
   int lo_ = 0, hi_ = 0;
   std::vector<std::unique_ptr<ActSlot>> slots_;
   int slot_ = -1;
+  BackwardPart part_ = BackwardPart::kAll;
+  std::vector<Tensor> wgrad_dout_;
+  std::vector<DeferredGrad> deferred_;
 
   // Current micro-batch.
   int B_ = 0, N_ = 0, R_ = 0, max_batch_ = 0;

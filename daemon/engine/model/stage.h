@@ -18,6 +18,7 @@
 
 #include <string>
 
+#include "engine/backend.h"
 #include "engine/model/params.h"
 #include "engine/model/tensor_parallel.h"
 #include "engine/options.h"
@@ -28,11 +29,24 @@ struct StageOptions {
   int first_block = 0;  // blocks [first_block, end_block). Default: 0
   int end_block = -1;   // -1: every block (the whole model). Default: -1
   int slots = 1;        // micro-batches whose activations are kept at once. Default: 1
+  // ZB-H1: backward runs as backward-input then backward-weight; each slot also keeps its
+  // GEMMs' output gradients between the two. Default: false
+  bool split_backward = false;
 };
 
 // Which part of a backward to run (ZB-H1 splits it: the input gradient first, the weight
 // gradients of the same micro-batch later).
 enum class BackwardPart { kAll, kInput, kWeight };
+
+// A weight gradient that backward-input left for backward-weight (ZB-H1): dW += dout^T inp
+// (and db += sum dout) of the GEMM with parameters w, b (indices; b < 0: none), from the
+// output gradient kept in the slot and the GEMM's input among its activations.
+struct DeferredGrad {
+  int w = -1, b = -1;
+  Shape wshape, bshape;
+  Tensor dout, inp;
+  int N = 0, C = 0, OC = 0;
+};
 
 // The block a table name belongs to ("h.3.ln_1.weight" -> 3), or -1 (embeddings, norm,
 // head).
