@@ -185,32 +185,6 @@ Status run(const std::string& job_path) {
                 data_plugin->info().version, data_plugin->info().path);
     }
   }
-  if (pipe) {
-    // The pp group (stride tp * dp: the outermost axis) carries the stages' transfers.
-    const std::vector<int> members = layout->group(Axis::kPp, *rank);
-    comm::GroupSpec spec{fmt::format("{}pp{}", prefix, members.front()), members, *rank};
-    Result<std::unique_ptr<comm::Communicator>> c = comm::create_gloo_communicator(spec, *store, go);
-    if (!c) return c.status();
-    pp_comm = std::move(c).value();
-    PipelineRun pr;
-    pr.job = &*job;
-    pr.plan = &*pipe;
-    pr.rank = *rank;
-    pr.world = *world;
-    pr.pp_rank = coord.pp;
-    pr.pp_comm = pp_comm.get();
-    pr.dp = layout->dp();
-    pr.dp_rank = coord.dp;
-    pr.dp_comm = dp_comm.get();
-    pr.plugin_v2 = data_plugin ? data_plugin->v2() : nullptr;
-    pr.plugin_v1 = data_plugin ? data_plugin->v1() : nullptr;
-    if (data_plugin) {
-      auto it = job->plugin_tables.find(data_plugin->info().name);
-      if (it != job->plugin_tables.end()) pr.plugin_config = it->second;
-    }
-    pr.stop = &g_stop;
-    return train_pipeline_parallel(pr);
-  }
   DataParallelRun r;
   r.job = &*job;
   r.rank = *rank;
@@ -237,6 +211,15 @@ Status run(const std::string& job_path) {
   r.ckpt_root = store::checkpoint_root(job->checkpoint.dir, job->run_dir);
   r.committer = &committer;
   r.resume = resume ? &*resume : nullptr;
+  if (pipe) {
+    // The pp group (stride tp * dp: the outermost axis) carries the stages' transfers.
+    const std::vector<int> members = layout->group(Axis::kPp, *rank);
+    comm::GroupSpec spec{fmt::format("{}pp{}", prefix, members.front()), members, *rank};
+    Result<std::unique_ptr<comm::Communicator>> c = comm::create_gloo_communicator(spec, *store, go);
+    if (!c) return c.status();
+    pp_comm = std::move(c).value();
+    return train_pipeline_parallel(PipelineRun{&r, &*pipe, coord.pp, pp_comm.get()});
+  }
   Status s = train_data_parallel(r);
   if (!s && dp_comm) dp_comm->abort(s.message());  // peers blocked on us fail at once
   if (!s && tp_comm) tp_comm->abort(s.message());

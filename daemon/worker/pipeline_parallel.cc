@@ -24,8 +24,8 @@
 #include "pipeline/check.h"
 #include "planner/run_accounting.h"
 #include "plugin/schedule_loader.h"
-#include "worker/data_parallel.h"
 #include "worker/data_plugin.h"
+#include "worker/tensor_plugin.h"
 
 namespace partrain::worker {
 
@@ -37,10 +37,6 @@ Result<PipelinePlan> plan_pipeline(const config::JobConfig& job, const Layout& l
                                    const std::string& plugin_dir) {
   const ParallelSpec& spec = job.parallelism;
   const std::string what = "--partrain=" + spec.to_string();
-  if (layout.tp() > 1) {
-    return Status::invalid(what + ": tensor parallelism combined with pp is not run by this "
-                                  "partrain yet; use tp1 with pp, or pp1 with tp");
-  }
   if (spec.zero > 0) {
     return Status::invalid(fmt::format("{}: zero{} combined with pp is not run by this partrain yet; "
                                        "use plain dp (zero0) with pp", what, spec.zero));
@@ -62,12 +58,13 @@ Result<PipelinePlan> plan_pipeline(const config::JobConfig& job, const Layout& l
   for (const std::vector<Action>& list : sched->ranks) {
     for (const Action& a : list) split = split || a.kind == Kind::kBackwardInput;
   }
-  if (split && (job.model.recompute != engine::Recompute::kNone || job.model.moe_experts > 0)) {
+  if (split && (job.model.recompute != engine::Recompute::kNone || job.model.moe_experts > 0 ||
+                layout.tp() > 1)) {
     return Status::invalid(fmt::format(
         "{}: schedule {} splits backward into input and weight gradients (ZB-H1), which keeps "
         "every block's activations until the weight gradient and is not implemented for "
-        "mixture-of-experts blocks; set [model] recompute = \"none\" (dense models) or use sched=1f1b",
-        what, sched->name));
+        "mixture-of-experts blocks or with tp; set [model] recompute = \"none\" (dense models, "
+        "tp1) or use sched=1f1b", what, sched->name));
   }
   Result<std::vector<pipeline::PieceCost>> pieces = pipeline::piece_costs(engine::model::resolved(job.model));
   if (!pieces) return pieces.status();
@@ -151,9 +148,9 @@ int slots_needed(const std::vector<Action>& list, int chunk, int m) {
 
 class PipelineRunner {
  public:
-  explicit PipelineRunner(const PipelineRun& run)
-      : run_(run), job_(*run.job), sched_(run.plan->schedule), shape_(sched_.shape),
-        actions_(sched_.ranks[static_cast<size_t>(run.pp_rank)]) {}
+  explicit PipelineRunner(const PipelineRun& pipe)
+      : run_(*pipe.run), pipe_(pipe), job_(*run_.job), sched_(pipe.plan->schedule), shape_(sched_.shape),
+        actions_(sched_.ranks[static_cast<size_t>(pipe.pp_rank)]) {}
   ~PipelineRunner() {
     for (Chunk& c : chunks_) {
       for (engine::Tensor& t : c.grad_in) be_->release(&t);
@@ -188,7 +185,8 @@ class PipelineRunner {
   }
   int64_t tokens_per_micro_batch() const { return static_cast<int64_t>(mb_) * job_.model.seq_len; }
 
-  const PipelineRun& run_;
+  const DataParallelRun& run_;
+  const PipelineRun& pipe_;
   const config::JobConfig& job_;
   const pipeline::Schedule& sched_;
   const pipeline::Shape shape_;
@@ -199,6 +197,7 @@ class PipelineRunner {
   std::unique_ptr<engine::data::Sampler> sampler_;
   std::vector<Chunk> chunks_;
   std::unique_ptr<DataPlugin> plugin_;
+  std::unique_ptr<TensorPluginComm> tensor_;  // tp > 1
   std::vector<int32_t> inputs_, targets_;
   std::vector<comm::WorkHandle> sends_;  // this step's, waited for at its end
   double flops_per_token_ = 0, peak_flops_ = 0;
@@ -234,28 +233,37 @@ Status PipelineRunner::setup() {
   flops_per_token_ = acct->model_flops_per_token;
   peak_flops_ = acct->peak_flops_per_rank;
 
+  // Tensor parallel inside the stages: the tp plugin on the tp group.
+  const engine::model::TensorOptions tp{run_.tp_rank, run_.tp, run_.tp > 1 && run_.sp};
+  if (run_.tp > 1) {
+    tensor_ = std::make_unique<TensorPluginComm>(run_.tensor_plugin, run_.tp_comm);
+    PARTRAIN_RETURN_IF_ERROR(tensor_->init(run_.tensor_config, tp.sp, run_.rank, run_.world));
+  }
   // One stage model per chunk, with a slot per micro-batch it holds at once.
-  const int64_t C = job_.model.hidden, N = tokens_per_micro_batch();
+  const int64_t N = tokens_per_micro_batch();
   int64_t offset = 0;
   chunks_.resize(static_cast<size_t>(shape_.v));
   for (int c = 0; c < shape_.v; ++c) {
     Chunk& ch = chunks_[static_cast<size_t>(c)];
-    ch.stage = shape_.stage(run_.pp_rank, c);
-    ch.part = run_.plan->parts[static_cast<size_t>(ch.stage)];
+    ch.stage = shape_.stage(pipe_.pp_rank, c);
+    ch.part = pipe_.plan->parts[static_cast<size_t>(ch.stage)];
     const int slots = slots_needed(actions_, c, shape_.m);
     bool split = false;
     for (const Action& a : actions_) split = split || (a.chunk == c && a.kind == Kind::kBackwardInput);
-    auto model = engine::model::Model::create(job_.model, be_.get(), mb_, job_.training.seed, {}, {},
+    auto model = engine::model::Model::create(job_.model, be_.get(), mb_, job_.training.seed, {}, tp,
                                               {ch.part.first_block, ch.part.end_block, slots, split});
     if (!model) return model.status();
     ch.model = std::move(model).value();
+    if (tensor_) ch.model->set_tensor_comm(tensor_.get());
+    // What crosses a stage boundary: the residual stream's rows this rank holds.
+    const engine::Shape rows = ch.model->stage_input(0).shape;
     auto opt = engine::train::AdamW::create(ch.model.get(), job_.training);
     if (!opt) return opt.status();
     ch.opt = std::move(opt).value();
     ch.tied_head = ch.model->last_stage() && !ch.model->first_stage() && ch.model->options().tie_embeddings;
     auto buffers = [&](std::vector<engine::Tensor>* out, int count) -> Status {
       for (int i = 0; i < count; ++i) {
-        Result<engine::Tensor> t = be_->alloc(engine::MemCategory::kWorkspace, engine::DType::kF32, {N, C});
+        Result<engine::Tensor> t = be_->alloc(engine::MemCategory::kWorkspace, engine::DType::kF32, rows);
         if (!t) return t.status();
         out->push_back(*t);
       }
@@ -269,7 +277,7 @@ Status PipelineRunner::setup() {
     ch.recv_grad.resize(static_cast<size_t>(shape_.m));
     if (run_.rank == 0 || run_.dp_rank == 0) {
       log::info("worker", "pp rank {}: stage {} = blocks {}-{}{}{}, {} parameters, {} activation slots",
-                run_.pp_rank, ch.stage, ch.part.first_block, ch.part.end_block - 1,
+                pipe_.pp_rank, ch.stage, ch.part.first_block, ch.part.end_block - 1,
                 ch.part.embedding ? " + embeddings" : "", ch.part.head ? " + head" : "",
                 ch.model->num_params(), slots);
     }
@@ -365,8 +373,7 @@ Status PipelineRunner::hand_over(Chunk& c) {
 }
 
 Status PipelineRunner::run_actions(engine::train::StepMetrics* m, double* loss) {
-  const size_t C = static_cast<size_t>(job_.model.hidden), N = static_cast<size_t>(tokens_per_micro_batch());
-  const size_t count = N * C;
+  const size_t count = static_cast<size_t>(chunks_[0].model->stage_input(0).numel());
   for (Chunk& c : chunks_) {
     c.slot_of.assign(static_cast<size_t>(shape_.m), -1);
     c.free_slots.clear();
@@ -390,7 +397,7 @@ Status PipelineRunner::run_actions(engine::train::StepMetrics* m, double* loss) 
     const int64_t start = trace::now_us();
     const bool compute = pipeline::is_compute(a.kind);
     if (!compute && !p2p_any_) p2p_first_ = Clock::now(), p2p_any_ = true;
-    comm::Communicator& pp = *run_.pp_comm;
+    comm::Communicator& pp = *pipe_.pp_comm;
     switch (a.kind) {
       case Kind::kForward: {
         const auto t0 = Clock::now();
@@ -455,7 +462,7 @@ Status PipelineRunner::sum_tied_embeddings() {
     Result<engine::Tensor> other = be_->alloc(engine::MemCategory::kWorkspace, engine::DType::kF32, g.shape);
     if (!other) return other.status();
     const int peer = emb ? shape_.rank_of(shape_.stages() - 1) : shape_.rank_of(0);
-    Status s = run_.pp_comm
+    Status s = pipe_.pp_comm
                    ->batch_send_recv({{true, g.ptr<float>(), static_cast<size_t>(g.numel()), peer, kTagTied},
                                       {false, other->ptr<float>(), static_cast<size_t>(g.numel()), peer, kTagTied}})
                    ->wait();
@@ -475,12 +482,15 @@ Result<float> PipelineRunner::global_norm() {
     const auto& specs = c.model->table().specs();
     for (size_t i = 0; i < specs.size(); ++i) {
       if (c.tied_head && specs[i].name == tied_name()) continue;
+      // Under tp a split tensor's piece counts on its rank, a replicated one on tp rank 0.
+      if (run_.tp > 1 && !specs[i].split() && run_.tp_rank != 0) continue;
       local += be_->sum_squares(c.model->grad(static_cast<int>(i)));
     }
   }
+  if (tensor_) local = tensor_->sum(local);
   const Split2 p = split(local);
   float parts[2] = {p.head, p.rest};
-  PARTRAIN_RETURN_IF_ERROR(run_.pp_comm->all_reduce(parts, 2, comm::ReduceOp::kSum)->wait());
+  PARTRAIN_RETURN_IF_ERROR(pipe_.pp_comm->all_reduce(parts, 2, comm::ReduceOp::kSum)->wait());
   return static_cast<float>(std::sqrt(join(parts[0], parts[1])));
 }
 
@@ -489,7 +499,10 @@ Result<float> PipelineRunner::global_norm() {
 Status PipelineRunner::reduce_loss_and_stop(double* loss) {
   const Split2 l = split(*loss);
   float shared[3] = {l.head, l.rest, run_.stop->load() ? 1.0f : 0.0f};
-  PARTRAIN_RETURN_IF_ERROR(run_.pp_comm->all_reduce(shared, 3, comm::ReduceOp::kSum)->wait());
+  if (run_.tp_comm != nullptr) {  // a tp group agrees on stopping first (its ranks' losses agree)
+    PARTRAIN_RETURN_IF_ERROR(run_.tp_comm->all_reduce(shared + 2, 1, comm::ReduceOp::kMax)->wait());
+  }
+  PARTRAIN_RETURN_IF_ERROR(pipe_.pp_comm->all_reduce(shared, 3, comm::ReduceOp::kSum)->wait());
   *loss = join(shared[0], shared[1]);
   stop_ = shared[2] > 0;
   if (run_.dp_comm == nullptr) return Status::ok();
@@ -509,7 +522,7 @@ Status PipelineRunner::measure_bubble(double* bubble) {
   pack_us(t_end_, mine + 3);
   pack_us(busy_us_, mine + 6);
   std::vector<float> all(static_cast<size_t>(9 * P));
-  PARTRAIN_RETURN_IF_ERROR(run_.pp_comm->all_gather(mine, all.data(), 9)->wait());
+  PARTRAIN_RETURN_IF_ERROR(pipe_.pp_comm->all_gather(mine, all.data(), 9)->wait());
   int64_t begin = INT64_MAX, end = 0, busy = 0;
   for (int r = 0; r < P; ++r) {
     const float* x = all.data() + 9 * r;
@@ -537,6 +550,7 @@ Result<engine::train::StepMetrics> PipelineRunner::step() {
     trace::Span span("wait for gradient sync");
     PARTRAIN_RETURN_IF_ERROR(plugin_->grads_done(shape_.v == 1 ? chunks_[0].model->grads().ptr<float>() : nullptr));
   }
+  if (tensor_) PARTRAIN_RETURN_IF_ERROR(tensor_->status());
   PARTRAIN_RETURN_IF_ERROR(sum_tied_embeddings());
   PARTRAIN_RETURN_IF_ERROR(reduce_loss_and_stop(&loss));
   double bubble = 0;
@@ -551,6 +565,13 @@ Result<engine::train::StepMetrics> PipelineRunner::step() {
     for (Chunk& c : chunks_) c.opt->step(m.lr, *norm);
   }
   m.opt_ms = ms_since(t_opt);
+  if (tensor_) {  // the regions' collectives: all exposed (each is waited for)
+    partrain_tensor_stats_v1_t ts{};
+    PARTRAIN_RETURN_IF_ERROR(tensor_->step_end(&ts));
+    m.comm_ms += ts.comm_ms;
+    m.exposed_ms += ts.comm_ms;
+    m.collectives += static_cast<int>(ts.collectives);
+  }
   if (plugin_) {
     partrain_sync_stats_v2_t stats{};
     PARTRAIN_RETURN_IF_ERROR(plugin_->step_end(&stats));
@@ -565,6 +586,7 @@ Result<engine::train::StepMetrics> PipelineRunner::step() {
   m.grad_norm = *norm;
   m.tokens = tokens_;
   m.dp = run_.dp;
+  m.tp = run_.tp;
   m.step_ms = ms_since(t_step);
   const double step_tokens = static_cast<double>(tr.global_batch) * job_.model.seq_len;
   m.tokens_per_s = m.step_ms > 0 ? step_tokens / (m.step_ms / 1e3) : 0;
@@ -617,10 +639,8 @@ Status PipelineRunner::run() {
       line.exposed_ms += exposed_ms_;
       std::string text = engine::train::metrics_json(line);
       text.pop_back();  // the closing brace
-      if (m->dp == 1) {
+      if (m->dp == 1 && m->tp == 1) {  // metrics_json writes the totals only for dp or tp
         text += fmt::format(",\"comm_ms\":{:.3f},\"exposed_ms\":{:.3f}", line.comm_ms, line.exposed_ms);
-      } else {
-        text += fmt::format(",\"dp_comm_ms\":{:.3f},\"dp_exposed_ms\":{:.3f}", m->comm_ms, m->exposed_ms);
       }
       text += fmt::format(",\"pp\":{},\"pp_comm_ms\":{:.3f},\"pp_exposed_ms\":{:.3f},\"bubble_share\":{:.4f}}}",
                           shape_.pp, pp_comm, exposed_ms_, bubble_);
@@ -639,16 +659,18 @@ Status PipelineRunner::run() {
 
 }  // namespace
 
-Status train_pipeline_parallel(const PipelineRun& run) {
-  PipelineRunner runner(run);
+Status train_pipeline_parallel(const PipelineRun& pipe) {
+  const DataParallelRun& run = *pipe.run;
+  PipelineRunner runner(pipe);
   Status s = runner.setup();
   if (s) s = runner.run();
   if (s && !run.job->run_dir.empty()) {
     s = write_memory(run.job->run_dir, run.rank, runner.memory());
   }
-  // Peers blocked on us fail at once.
+  // Peers blocked on us fail at once (before the runner frees buffers a receive may fill).
   if (!s && run.dp_comm != nullptr) run.dp_comm->abort(s.message());
-  if (!s && run.pp_comm != nullptr) run.pp_comm->abort(s.message());
+  if (!s && pipe.pp_comm != nullptr) pipe.pp_comm->abort(s.message());
+  if (!s && run.tp_comm != nullptr) run.tp_comm->abort(s.message());
   return s;
 }
 

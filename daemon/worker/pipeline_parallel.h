@@ -22,6 +22,9 @@
 // (pp x dp; stages never reduce each other's gradients), GPT-2's tied wte is summed between
 // the first and the last stage (both copies stay equal), the clipping norm is the sum of
 // squares over all stages (the tied tensor once), and every chunk takes the AdamW step.
+// With tp > 1 each stage model is the tp coordinate's (the tp plugin on the tp group); the
+// pp group links the same tp coordinate of every stage, so each rank sends the residual
+// rows it holds (N/tp of them under sequence parallelism).
 // The loss (the last stage's cross-entropy plus every stage's MoE aux loss) is summed over
 // pp and averaged over dp; global rank 0 writes metrics.jsonl with the measured bubble
 // (1 - sum(busy) / (pp x makespan) over the ranks' real action timelines), pp_comm_ms and
@@ -36,7 +39,7 @@
 #include "common/status.h"
 #include "config/job_config.h"
 #include "layout/layout.h"
-#include "partrain/plugin.h"
+#include "worker/data_parallel.h"
 #include "pipeline/partition.h"
 #include "pipeline/schedule.h"
 
@@ -53,26 +56,18 @@ struct PipelinePlan {
 // Loads the schedule plugin the spec names (sched=NAME[:V]) from `plugin_dir`, builds it
 // for (pp, m = grad_accum, v), checks it and partitions the model. invalid with the
 // checker's first violation for a bad schedule; invalid for a layout this runtime does not
-// run yet (tp, ZeRO or [checkpoint] every > 0 with pp; a split backward (ZB-H1) with
-// recompute or MoE blocks).
+// run yet (ZeRO or [checkpoint] every > 0 with pp; a split backward (ZB-H1) with recompute,
+// MoE blocks or tp).
 Result<PipelinePlan> plan_pipeline(const config::JobConfig& job, const Layout& layout,
                                    const std::string& plugin_dir);
 
 struct PipelineRun {
-  const config::JobConfig* job = nullptr;
+  // The job, the ranks, the dp and tp groups with their plugins and the stop flag, as the
+  // data-parallel loop takes them (its checkpoint fields are not used: no pp checkpoints).
+  const DataParallelRun* run = nullptr;
   const PipelinePlan* plan = nullptr;
-  int rank = 0;   // global rank
-  int world = 1;
-  int pp_rank = 0;
-  comm::Communicator* pp_comm = nullptr;
-  int dp = 1;
-  int dp_rank = 0;
-  comm::Communicator* dp_comm = nullptr;  // null when dp == 1
-  // The data plugin's table (one set when dp > 1) and its [plugins.NAME] table.
-  const partrain_strategy_v2_t* plugin_v2 = nullptr;
-  const partrain_strategy_v1_t* plugin_v1 = nullptr;
-  std::string plugin_config;
-  std::atomic<bool>* stop = nullptr;  // SIGTERM: stop at the next step boundary
+  int pp_rank = 0;                        // coordinate on the pp axis
+  comm::Communicator* pp_comm = nullptr;  // the pp group: the stages' transfers
 };
 
 // Trains job->training.steps steps. unavailable when a peer failed, or "stopped at step N"

@@ -1,7 +1,8 @@
 // Pipeline parallelism end to end (worker/pipeline_parallel, the shipped schedule plugins):
 // pp2 and pp4 with GPipe, 1F1B, interleaved 1F1B (v = 2) and ZB-H1 (backward split into
-// input and weight gradients), and pp2 x dp2, train exactly what one rank trains (20
-// steps, 1e-5 relative; GPT-2 with its tied head and dropout, LLaMA untied); 1F1B keeps fewer activations than GPipe at the same m, exactly in the
+// input and weight gradients), pp2 x dp2, tp2 x pp2 and tp2 x pp2 x dp2, train exactly what
+// one rank trains (20 steps, 1e-5 relative; GPT-2 with its tied head and dropout, LLaMA
+// untied); 1F1B keeps fewer activations than GPipe at the same m, exactly in the
 // ratio of the micro-batches each holds at once; layouts the runtime does not run yet are
 // refused before any step (exit 2, one line).
 #include <cstdio>
@@ -90,7 +91,10 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"gpt2_pp4_zbh1", "gpt2", "pp4,sched=zbh1", 4, 4, 2, ""},
                       Case{"gpt2_pp2_dp2", "gpt2", "pp2,dp2", 4, 4, 2, ""},
                       Case{"gpt2_pp2_dp2_interleaved2", "gpt2", "pp2,dp2,sched=interleaved:2", 4, 4, 2, ""},
+                      Case{"gpt2_tp2_pp2", "gpt2", "tp2,pp2", 4, 4, 2, kDrop},
+                      Case{"gpt2_tp2_pp2_dp2", "gpt2", "tp2,pp2,dp2", 8, 4, 2, ""},
                       Case{"llama_pp2_1f1b", "llama", "pp2", 2, 4, 2, ""},
+                      Case{"llama_tp2_pp2_nosp_interleaved2", "llama", "tp2,pp2,nosp,sched=interleaved:2", 4, 4, 2, ""},
                       Case{"llama_pp4_interleaved2", "llama", "pp4,sched=interleaved:2", 4, 8, 2, ""},
                       Case{"llama_pp2_zbh1", "llama", "pp2,sched=zbh1", 2, 4, 2, ""}),
     [](const ::testing::TestParamInfo<Case>& i) { return std::string(i.param.name); });

@@ -19,6 +19,13 @@ Result<Tensor> Model::alloc(MemCategory cat, DType dtype, Shape shape) {
   return t;
 }
 
+Status Model::alloc_to(MemCategory cat, DType dtype, Shape shape, Tensor* out) {
+  Result<Tensor> t = alloc(cat, dtype, shape);
+  if (!t) return t.status();
+  *out = *t;
+  return Status::ok();
+}
+
 Tensor Model::param(int i) const {
   return pspan(i, table_.specs()[static_cast<size_t>(i)].shape);
 }
@@ -97,8 +104,8 @@ Result<std::unique_ptr<Model>> Model::create(const ModelOptions& options, Backen
                                        hi, stage.slots, o.layers));
   }
   const bool whole = stage.first_block == 0 && hi == o.layers;
-  if (!whole && (t.size > 1 || shard.stage > 0)) {
-    return Status::invalid("a pipeline stage runs without tensor parallelism or ZeRO in this version");
+  if ((!whole || stage.slots > 1) && shard.stage > 0) {
+    return Status::invalid("a pipeline stage runs without ZeRO in this version");
   }
   std::unique_ptr<Model> m(new Model());
   m->stage_ = stage;
@@ -183,12 +190,7 @@ Status Model::allocate(int max_batch) {
   const int64_t V = lv_, QKV = lqkv_, Q = lq_, F = lf_, FC = lfc_;
   const DType ad = be_->act_dtype();
   using MC = MemCategory;
-  auto get = [&](MC c, DType d, Shape s, Tensor* out) -> Status {
-    Result<Tensor> t = alloc(c, d, s);
-    if (!t) return t.status();
-    *out = *t;
-    return Status::ok();
-  };
+  auto get = [&](MC c, DType d, Shape s, Tensor* out) { return alloc_to(c, d, s, out); };
   PARTRAIN_RETURN_IF_ERROR(allocate_storage());
   // What recompute frees is allocated once and shared by all blocks (and slots): selective
   // shares the attention core (att, lse); full shares everything but the block inputs
@@ -230,12 +232,7 @@ Status Model::alloc_block_acts(BlockActs& a, bool core, bool rest) {
   const int64_t NR = tp_.sp ? N / tp_.size : N;
   const DType ad = be_->act_dtype();
   const MemCategory c = MemCategory::kActivations;
-  auto get = [&](DType d, Shape s, Tensor* out) -> Status {
-    Result<Tensor> t = alloc(c, d, s);
-    if (!t) return t.status();
-    *out = *t;
-    return Status::ok();
-  };
+  auto get = [&](DType d, Shape s, Tensor* out) { return alloc_to(c, d, s, out); };
   if (core) {
     PARTRAIN_RETURN_IF_ERROR(get(ad, {N, lq_}, &a.att));
     PARTRAIN_RETURN_IF_ERROR(get(DType::kF32, {max_batch_, lh_, o_.seq_len}, &a.lse));
@@ -263,12 +260,7 @@ Status Model::allocate_slot(const BlockActs& shared) {
   const int L = o_.layers;
   const DType ad = be_->act_dtype();
   using MC = MemCategory;
-  auto get = [&](MC c, DType d, Shape s, Tensor* out) -> Status {
-    Result<Tensor> t = alloc(c, d, s);
-    if (!t) return t.status();
-    *out = *t;
-    return Status::ok();
-  };
+  auto get = [&](MC c, DType d, Shape s, Tensor* out) { return alloc_to(c, d, s, out); };
   if (first_stage()) PARTRAIN_RETURN_IF_ERROR(get(MC::kActivations, DType::kI32, {N}, &tokens_));
   if (last_stage()) PARTRAIN_RETURN_IF_ERROR(get(MC::kActivations, DType::kI32, {N}, &targets_));
   res_.assign(static_cast<size_t>(L + 1), Tensor{});
@@ -292,6 +284,10 @@ Status Model::allocate_slot(const BlockActs& shared) {
       PARTRAIN_RETURN_IF_ERROR(moe_allocate(l, *s));
     }
     moe_.push_back(std::move(s));
+  }
+  if (tp_.size > 1) {  // the vocabulary-parallel lookup's per-micro-batch tokens and mask
+    PARTRAIN_RETURN_IF_ERROR(get(MC::kActivations, DType::kI32, {N}, &tok_local_));
+    PARTRAIN_RETURN_IF_ERROR(get(MC::kActivations, DType::kF32, {N}, &tok_mask_));
   }
   if (last_stage()) {
     PARTRAIN_RETURN_IF_ERROR(get(MC::kActivations, ad, {NR, C}, &lnf_));
@@ -324,6 +320,9 @@ void Model::swap_slot(ActSlot& s) {
   std::swap(loss_count_, s.loss_count);
   std::swap(aux_loss_, s.aux_loss);
   std::swap(wgrad_dout_, s.wgrad_dout);
+  std::swap(tok_local_, s.tok_local);
+  std::swap(tok_mask_, s.tok_mask);
+  std::swap(host_i_, s.host_targets);
   std::swap(deferred_, s.deferred);
 }
 

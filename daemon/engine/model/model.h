@@ -144,6 +144,7 @@ class Model {
  private:
   Model() = default;
   Result<Tensor> alloc(MemCategory cat, DType dtype, Shape shape);  // owned, freed in ~Model
+  Status alloc_to(MemCategory cat, DType dtype, Shape shape, Tensor* out);  // the same into *out
   Status allocate(int max_batch);
   // One slot's activations into the members (allocate), and swapping a slot with them.
   Status allocate_slot(const BlockActs& shared);

@@ -57,6 +57,8 @@ struct ActSlot {
   MicroBatch batch;
   int B = 0, N = 0, R = 0, loss_count = 0;
   float aux_loss = 0;
+  Tensor tok_local, tok_mask;          // tensor parallel: the vocabulary-parallel lookup
+  std::vector<int32_t> host_targets;   // tensor parallel: the targets the loss reads
   std::vector<Tensor> wgrad_dout;      // split backward: one kept dout per GEMM site
   std::vector<DeferredGrad> deferred;  // what backward-input left for backward-weight
 };

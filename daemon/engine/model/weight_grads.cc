@@ -51,11 +51,8 @@ Status Model::check_split_backward() const {
 Status Model::allocate_weight_grad_inputs() {
   const int64_t N = static_cast<int64_t>(max_batch_) * o_.seq_len, C = o_.hidden;
   wgrad_dout_.assign(static_cast<size_t>(4 * (hi_ - lo_) + 1), Tensor{});
-  auto get = [&](int s, int64_t cols) -> Status {
-    Result<Tensor> t = alloc(MemCategory::kActivations, be_->act_dtype(), {N, cols});
-    if (!t) return t.status();
-    wgrad_dout_[static_cast<size_t>(s)] = *t;
-    return Status::ok();
+  auto get = [&](int s, int64_t cols) {
+    return alloc_to(MemCategory::kActivations, be_->act_dtype(), {N, cols}, &wgrad_dout_[static_cast<size_t>(s)]);
   };
   for (int l = lo_; l < hi_; ++l) {
     PARTRAIN_RETURN_IF_ERROR(get(site(l, 0), C));
