@@ -92,7 +92,6 @@ Status run(const std::string& job_path) {
       log::info("worker", "pipeline schedule {} (pp={}, m={}, v={}), checked; stage partition:\n{}",
                 pipe->source, pipe->schedule.shape.pp, pipe->schedule.shape.m, pipe->schedule.shape.v,
                 pipeline::describe_partition(pipe->parts, layout->pp()));
-      log::warn("worker", "pp: pipeline-parallel checkpoints are not written yet; this run saves none");
     }
   }
   if (layout->tp() > 1 && job->parallelism.zero > 0 && job->checkpoint.every > 0) {
@@ -129,12 +128,6 @@ Status run(const std::string& job_path) {
     Result<store::Checkpoint> c = store::decode_checkpoint(*resume_text);
     if (!c) return c.status();
     resume = std::move(c).value();
-  }
-  if (pipe && resume) {
-    return Status::invalid(fmt::format("{}: a checkpoint of step {} exists, but pipeline-parallel runs "
-                                       "cannot resume checkpoints yet; resume it without pp, or remove it",
-                                       store::checkpoint_root(job->checkpoint.dir, job->run_dir),
-                                       resume->state.step));
   }
   Result<std::unique_ptr<comm::StoreClient>> commit_client = store->clone();
   if (!commit_client) return commit_client.status();

@@ -23,6 +23,7 @@
 #include "engine/train/trainer.h"
 #include "pipeline/check.h"
 #include "planner/run_accounting.h"
+#include "store/saver.h"
 #include "plugin/schedule_loader.h"
 #include "worker/data_plugin.h"
 #include "worker/tensor_plugin.h"
@@ -40,12 +41,6 @@ Result<PipelinePlan> plan_pipeline(const config::JobConfig& job, const Layout& l
   if (spec.zero > 0) {
     return Status::invalid(fmt::format("{}: zero{} combined with pp is not run by this partrain yet; "
                                        "use plain dp (zero0) with pp", what, spec.zero));
-  }
-  if (job.checkpoint.every > 0) {
-    return Status::invalid(fmt::format(
-        "{}: [checkpoint] every = {}: pipeline-parallel checkpoints are not written yet; set "
-        "[checkpoint] every = 0 (a pp run then saves none), or train without pp",
-        what, job.checkpoint.every));
   }
   Result<int> m = config::grad_accum_steps(job, layout.dp());
   if (!m) return m.status();
@@ -162,6 +157,7 @@ class PipelineRunner {
   }
 
   Status setup();
+  Status resume();
   Status run();
   const engine::MemoryStats& memory() const { return be_->memory(); }
 
@@ -198,6 +194,7 @@ class PipelineRunner {
   std::vector<Chunk> chunks_;
   std::unique_ptr<DataPlugin> plugin_;
   std::unique_ptr<TensorPluginComm> tensor_;  // tp > 1
+  std::unique_ptr<store::CheckpointSaver> saver_;  // null without a committer
   std::vector<int32_t> inputs_, targets_;
   std::vector<comm::WorkHandle> sends_;  // this step's, waited for at its end
   double flops_per_token_ = 0, peak_flops_ = 0;
@@ -299,6 +296,40 @@ Status PipelineRunner::setup() {
   }
   inputs_.resize(static_cast<size_t>(N));
   targets_.resize(static_cast<size_t>(N));
+  if (run_.committer != nullptr) {
+    store::SaverOptions so;
+    so.root = run_.ckpt_root;
+    so.every = job_.checkpoint.every;
+    so.rank = run_.rank;
+    so.world = run_.world;
+    so.dp = run_.dp;
+    so.dp_rank = run_.dp_rank;
+    so.layout_name = job_.parallelism.to_string();
+    so.async = job_.checkpoint.async;
+    saver_ = std::make_unique<store::CheckpointSaver>(so, run_.committer);
+  }
+  return Status::ok();
+}
+
+// Every chunk reads its tensors (weights and moments, by logical name) back from the
+// checkpoint's pieces, whatever layout wrote them; the step fixes data, dropout and lr.
+Status PipelineRunner::resume() {
+  const store::Checkpoint& c = *run_.resume;
+  for (Chunk& ch : chunks_) {
+    PARTRAIN_RETURN_IF_ERROR(store::restore_views(
+        *be_, run_.ckpt_root, c, store::model_views(*ch.model, *ch.opt, 0, ch.model->num_params(), true)));
+    ch.opt->reload_master();
+    ch.opt->set_steps_taken(c.state.adam_steps);
+  }
+  step_ = c.state.step;
+  tokens_ = c.state.tokens;
+  if (run_.rank == 0) {
+    log::info("worker", "resuming at step {} from {}/{} (written by {})", c.state.step, run_.ckpt_root,
+              store::step_folder(c.state.step), c.state.layout.empty() ? "one rank" : c.state.layout);
+    if (std::string why = store::nothing_left(c, job_.training.steps, run_.ckpt_root); !why.empty()) {
+      log::warn("worker", "{}", why);
+    }
+  }
   return Status::ok();
 }
 
@@ -609,7 +640,10 @@ void PipelineRunner::print_step(const engine::train::StepMetrics& m, double bubb
               static_cast<double>(m.lr), static_cast<double>(m.grad_norm), m.tokens_per_s, m.step_ms,
               100 * bubble);
   std::printf(" | pp exposed %.1f ms", pp_exposed_ms_);
-  if (m.dp > 1) std::printf(" | dp comm %.1f ms, exposed %.1f ms", m.comm_ms, m.exposed_ms);
+  if (m.dp > 1 || m.tp > 1) std::printf(" | dp/tp comm %.1f ms, exposed %.1f ms", m.comm_ms, m.exposed_ms);
+  if (m.save_stall_ms > 0) {
+    std::printf(" | checkpoint: %.1f ms stall, %.1f MB/s", m.save_stall_ms, m.save_mb_per_s);
+  }
   std::fputc('\n', stdout);
   std::fflush(stdout);
 }
@@ -621,13 +655,32 @@ Status PipelineRunner::run() {
     std::error_code ec;
     std::filesystem::create_directories(job_.run_dir, ec);
     if (ec) return Status::io_error(job_.run_dir + ": cannot create the run folder: " + ec.message());
-    metrics.open(job_.run_dir + "/metrics.jsonl", std::ios::trunc);
-    if (!metrics) return Status::io_error(job_.run_dir + "/metrics.jsonl: cannot open for writing");
+    PARTRAIN_RETURN_IF_ERROR(engine::train::open_metrics(job_.run_dir + "/metrics.jsonl", step_, &metrics));
   }
   for (int64_t s = step_; s < job_.training.steps; ++s) {
     log::set_step(s + 1);
     Result<engine::train::StepMetrics> m = step();
     if (!m) return m.status();
+    // Checkpoint: dp rank d of each stage writes the d-th 1/dp of its chunks' flat buffers as
+    // logical pieces (a tied head's copy of wte left to the first stage; under tp, tensors
+    // every tp rank holds whole from tp rank 0 only), so the pieces of all ranks cover every
+    // tensor once.
+    const bool final = stop_ || m->step == job_.training.steps;
+    if (saver_) {
+      store::SaveProgress p{step_, tokens_, chunks_[0].opt->steps_taken(), data_->num_windows()};
+      auto views = [&] {
+        std::vector<store::PieceView> out;
+        for (Chunk& c : chunks_) {
+          const int64_t n = c.model->num_params();
+          for (store::PieceView& v : store::model_views(*c.model, *c.opt, n * run_.dp_rank / run_.dp,
+                                                        n * (run_.dp_rank + 1) / run_.dp, run_.tp_rank == 0)) {
+            if (!(c.tied_head && v.spec.tensor == tied_name())) out.push_back(std::move(v));
+          }
+        }
+        return out;
+      };
+      PARTRAIN_RETURN_IF_ERROR(saver_->save(p, job_.training, *be_, views, final, &*m));
+    }
     trace::end_step(m->step);
     // The pipeline's own numbers: its point-to-point time (first transfer posted to the last
     // done), the part of it this rank waited for, and the measured bubble.
@@ -653,6 +706,7 @@ Status PipelineRunner::run() {
       return Status::unavailable(fmt::format("stopped at step {} (SIGTERM/SIGINT)", m->step));
     }
   }
+  if (saver_) PARTRAIN_RETURN_IF_ERROR(saver_->wait());
   if (Status s = trace::flush(); !s) log::warn("worker", "{}", s.message());
   return Status::ok();
 }
@@ -663,6 +717,7 @@ Status train_pipeline_parallel(const PipelineRun& pipe) {
   const DataParallelRun& run = *pipe.run;
   PipelineRunner runner(pipe);
   Status s = runner.setup();
+  if (s && run.resume != nullptr) s = runner.resume();
   if (s) s = runner.run();
   if (s && !run.job->run_dir.empty()) {
     s = write_memory(run.job->run_dir, run.rank, runner.memory());

@@ -28,7 +28,8 @@
 // The loss (the last stage's cross-entropy plus every stage's MoE aux loss) is summed over
 // pp and averaged over dp; global rank 0 writes metrics.jsonl with the measured bubble
 // (1 - sum(busy) / (pp x makespan) over the ranks' real action timelines), pp_comm_ms and
-// pp_exposed_ms.
+// pp_exposed_ms. Checkpoints hold each stage's tensors by logical name (store/saver.h), so
+// they resume on any layout and any layout's resume here.
 #pragma once
 
 #include <atomic>
@@ -56,8 +57,7 @@ struct PipelinePlan {
 // Loads the schedule plugin the spec names (sched=NAME[:V]) from `plugin_dir`, builds it
 // for (pp, m = grad_accum, v), checks it and partitions the model. invalid with the
 // checker's first violation for a bad schedule; invalid for a layout this runtime does not
-// run yet (ZeRO or [checkpoint] every > 0 with pp; a split backward (ZB-H1) with recompute,
-// MoE blocks or tp).
+// run yet (ZeRO with pp; a split backward (ZB-H1) with recompute, MoE blocks or tp).
 Result<PipelinePlan> plan_pipeline(const config::JobConfig& job, const Layout& layout,
                                    const std::string& plugin_dir);
 

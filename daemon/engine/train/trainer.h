@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -113,6 +114,10 @@ class SaveHook {
 
 // One metrics.jsonl line (no trailing newline); the collective fields only when dp > 1.
 std::string metrics_json(const StepMetrics& m);
+// Opens metrics.jsonl for a run resumed after step `resumed_at` (0: a fresh run): keeps the
+// lines of the steps up to it and drops those a crash left after it, so the file reads as
+// one uninterrupted run.
+Status open_metrics(const std::string& path, int64_t resumed_at, std::ofstream* out);
 
 class Trainer {
  public:
