@@ -3,9 +3,9 @@
 # style model of 8 blocks (d=256, seq 64, a byte vocabulary, so the embedding and head add
 # little and the stages are nearly uniform: the partition gives every stage the same
 # blocks), m = 8 micro-batches of one sequence, through partraind --standalone as pp4 and
-# pp2 with gpipe, 1f1b and interleaved:2. Prints per layout: the formula (p-1)/(m+p-1)
-# (divided by v: (p-1)/(v m+p-1) for interleaved), the simulator's bubble (`partrain
-# schedule`, F=1, B=2), the measured bubble_share of metrics.jsonl (median step after 3
+# pp2 with gpipe, 1f1b, interleaved:2 and zbh1. Prints per layout: the formula
+# (p-1)/(m+p-1) (divided by v: (p-1)/(v m+p-1) for interleaved; (p-1)/(3m+p-1) for ZB-H1
+# with F = b = W), the simulator's bubble (`partrain schedule`, F=1, B=2, W=1), the measured bubble_share of metrics.jsonl (median step after 3
 # warm-up steps: 1 - sum of the ranks' compute time / (pp x the makespan of the step's
 # action lists, first action start to last action end over all ranks)), rank 0's exposed
 # point-to-point wait per step, tokens/s, and rank 0's peak activation MiB. One thread per
@@ -22,9 +22,10 @@ steps=${BENCH_STEPS:-8}
 
 printf "%-22s %8s %10s %9s %12s %9s %16s\n" layout formula simulated measured pp_exposed_ms tok/s activations_MiB
 for pp in 4 2; do
-  for sched in gpipe 1f1b interleaved:2; do
-    v=1
+  for sched in gpipe 1f1b interleaved:2 zbh1; do
+    v=1  # the formula's divisor of m: v for interleaved, 3 for ZB-H1's F, b, W units
     [[ $sched == interleaved:* ]] && v=${sched#interleaved:}
+    [[ $sched == zbh1 ]] && v=3
     layout="pp$pp,sched=$sched"
     name="pp$pp-${sched/:/}"
     bench_gpt2_job "$work/$name.toml" "bench-pp" "$work/run-$name" "$work/tokens.bin" \
