@@ -2,7 +2,7 @@
 // pp2 and pp4 with GPipe, 1F1B, interleaved 1F1B (v = 2) and ZB-H1 (backward split into
 // input and weight gradients), pp2 x dp2, tp2 x pp2 and tp2 x pp2 x dp2, train exactly what
 // one rank trains (20 steps, 1e-5 relative; GPT-2 with its tied head and dropout, LLaMA
-// untied); 1F1B keeps fewer activations than GPipe at the same m, exactly in the
+// untied, a top-2 mixture of experts with each stage's aux loss); 1F1B keeps fewer activations than GPipe at the same m, exactly in the
 // ratio of the micro-batches each holds at once; layouts the runtime does not run yet are
 // refused before any step (exit 2, one line).
 #include <cstdio>
@@ -18,6 +18,7 @@ namespace {
 using namespace partrain::testing_runtime;
 
 const std::string kLlama = std::string(PARTRAIN_SOURCE_DIR) + "/etc/examples/llama-tiny.toml";
+const std::string kMoe = std::string(PARTRAIN_SOURCE_DIR) + "/etc/examples/moe-tiny.toml";
 constexpr int kSteps = 20;
 
 // A copy of the example with `layers` blocks and micro-batches of `micro_batch` sequences
@@ -40,7 +41,7 @@ std::string pp_job(const std::string& example, const std::string& dir, const std
 
 struct Case {
   const char* name;
-  const char* job;  // "gpt2" or "llama"
+  const char* job;  // "gpt2", "llama" or "moe"
   const char* spec;
   int nproc;
   int layers;
@@ -54,7 +55,8 @@ class PpMatchesOneRank : public Runtime, public ::testing::WithParamInterface<Ca
 
 TEST_P(PpMatchesOneRank, OverTwentySteps) {
   const Case c = GetParam();
-  const std::string example = std::string(c.job) == "gpt2" ? kTiny : kLlama;
+  const std::string name = c.job;
+  const std::string example = name == "gpt2" ? kTiny : name == "llama" ? kLlama : kMoe;
   const std::string job = pp_job(example, dir_, "job.toml", c.layers, c.micro_batch, c.model);
   Proc one = start({PARTRAIN_CLI, "run", job, "--steps", std::to_string(kSteps)}, env("one"), dir_, "one");
   ASSERT_EQ(wait_exit(one.pid), 0) << slurp(one.err);
@@ -96,7 +98,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"llama_pp2_1f1b", "llama", "pp2", 2, 4, 2, ""},
                       Case{"llama_tp2_pp2_nosp_interleaved2", "llama", "tp2,pp2,nosp,sched=interleaved:2", 4, 4, 2, ""},
                       Case{"llama_pp4_interleaved2", "llama", "pp4,sched=interleaved:2", 4, 8, 2, ""},
-                      Case{"llama_pp2_zbh1", "llama", "pp2,sched=zbh1", 2, 4, 2, ""}),
+                      Case{"llama_pp2_zbh1", "llama", "pp2,sched=zbh1", 2, 4, 2, ""},
+                      Case{"moe_pp2_dp2", "moe", "pp2,dp2", 4, 2, 2, ""}),
     [](const ::testing::TestParamInfo<Case>& i) { return std::string(i.param.name); });
 
 // At the same m = 8, GPipe keeps all 8 micro-batches' activations on every rank, 1F1B at
