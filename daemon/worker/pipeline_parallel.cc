@@ -172,6 +172,7 @@ class PipelineRunner {
   Status measure_bubble(double* bubble);
   Result<float> global_norm();
   int slot(Chunk& c, int mb);
+  void post_receives(size_t count);
   Status wait_recv(comm::WorkHandle& h, const Action& a);
   void print_step(const engine::train::StepMetrics& m, double bubble) const;
   Chunk& chunk(const Action& a) { return chunks_[static_cast<size_t>(a.chunk)]; }
@@ -197,6 +198,8 @@ class PipelineRunner {
   std::unique_ptr<store::CheckpointSaver> saver_;  // null without a committer
   std::vector<int32_t> inputs_, targets_;
   std::vector<comm::WorkHandle> sends_;  // this step's, waited for at its end
+  std::vector<size_t> recvs_;            // the positions of the list's receives, in order
+  size_t next_recv_ = 0;                 // the first of them not posted yet this step
   double flops_per_token_ = 0, peak_flops_ = 0;
   int64_t step_ = 0, tokens_ = 0;
   bool stop_ = false;
@@ -296,6 +299,9 @@ Status PipelineRunner::setup() {
   }
   inputs_.resize(static_cast<size_t>(N));
   targets_.resize(static_cast<size_t>(N));
+  for (size_t i = 0; i < actions_.size(); ++i) {
+    if (pipeline::is_recv(actions_[i].kind)) recvs_.push_back(i);
+  }
   if (run_.committer != nullptr) {
     store::SaverOptions so;
     so.root = run_.ckpt_root;
@@ -403,6 +409,28 @@ Status PipelineRunner::hand_over(Chunk& c) {
   return Status::ok();
 }
 
+// Posts the receives of the rank's list in order, from the first not yet posted, while the
+// next one has its buffer: a free activation slot (or the one its micro-batch holds) for
+// activations, the micro-batch's slot (taken by its forward) for gradients. The one at the
+// list's current action always has its buffer (the slot count came from the list's own
+// order), so by the time an action runs its receive is posted.
+void PipelineRunner::post_receives(size_t count) {
+  comm::Communicator& pp = *pipe_.pp_comm;
+  for (; next_recv_ < recvs_.size(); ++next_recv_) {
+    const Action& a = actions_[recvs_[next_recv_]];
+    Chunk& c = chunk(a);
+    const size_t mb = static_cast<size_t>(a.mb);
+    if (a.kind == Kind::kRecvActivation) {
+      if (c.slot_of[mb] < 0 && c.free_slots.empty()) return;
+      c.recv_act[mb] = pp.recv(c.model->stage_input(slot(c, a.mb)).ptr<float>(), count, a.peer, kTagActivation);
+    } else {
+      if (c.slot_of[mb] < 0) return;
+      c.recv_grad[mb] = pp.recv(c.grad_in[static_cast<size_t>(c.slot_of[mb])].ptr<float>(), count, a.peer, kTagGrad);
+    }
+    if (!p2p_any_) p2p_first_ = Clock::now(), p2p_any_ = true;
+  }
+}
+
 Status PipelineRunner::run_actions(engine::train::StepMetrics* m, double* loss) {
   const size_t count = static_cast<size_t>(chunks_[0].model->stage_input(0).numel());
   for (Chunk& c : chunks_) {
@@ -415,9 +443,14 @@ Status PipelineRunner::run_actions(engine::train::StepMetrics* m, double* loss) 
   p2p_any_ = false;
   exposed_ms_ = 0;
   busy_us_ = 0;
+  next_recv_ = 0;
   t_begin_ = trace::now_us();
   for (const Action& a : actions_) {
     Chunk& c = chunk(a);
+    // Receives are posted ahead, in the list's order, as soon as their buffers are free:
+    // Gloo moves a payload only once its receive is posted, so this lets it arrive under
+    // the compute before the action that needs it.
+    post_receives(count);
     // A compute action first waits for the receive it needs (exposed time, not busy).
     if (a.kind == Kind::kForward && !c.model->first_stage()) {
       PARTRAIN_RETURN_IF_ERROR(wait_recv(c.recv_act[static_cast<size_t>(a.mb)], a));
@@ -445,15 +478,10 @@ Status PipelineRunner::run_actions(engine::train::StepMetrics* m, double* loss) 
         break;
       }
       case Kind::kRecvActivation:
-        c.recv_act[static_cast<size_t>(a.mb)] =
-            pp.recv(c.model->stage_input(slot(c, a.mb)).ptr<float>(), count, a.peer, kTagActivation);
-        break;
+      case Kind::kRecvGrad:
+        break;  // posted by post_receives (at the latest just now)
       case Kind::kSendActivation:
         sends_.push_back(pp.send(c.model->stage_output(slot(c, a.mb)).ptr<float>(), count, a.peer, kTagActivation));
-        break;
-      case Kind::kRecvGrad:
-        c.recv_grad[static_cast<size_t>(a.mb)] =
-            pp.recv(c.grad_in[static_cast<size_t>(slot(c, a.mb))].ptr<float>(), count, a.peer, kTagGrad);
         break;
       case Kind::kSendGrad:
         sends_.push_back(pp.send(c.grad_out[static_cast<size_t>(a.mb)].ptr<float>(), count, a.peer, kTagGrad));

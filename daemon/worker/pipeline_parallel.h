@@ -13,8 +13,10 @@
 // Transfers, as daemon/pipeline/README.md says: a send is posted and returns; its buffer
 // stays untouched until the step ends (activations go straight from the stage's output
 // slot, which is reused only after the micro-batch's gradient came back; input gradients
-// from one buffer per micro-batch and chunk). A receive is posted at its action and
-// waited for by the compute action that needs it, so it overlaps whatever runs between.
+// from one buffer per micro-batch and chunk). Receives are posted ahead of their actions,
+// in the list's order, as soon as their buffers are free (Gloo moves a payload only once
+// its receive is posted), and waited for by the compute action that needs them, so a
+// transfer overlaps the compute before that action.
 // Per ordered pair of ranks, activations and gradients travel on two tags, each first in
 // first out (pipeline/streams.h): Gloo matches per (peer, tag) in order.
 //
