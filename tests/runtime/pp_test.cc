@@ -5,8 +5,12 @@
 // untied, a top-2 mixture of experts with each stage's aux loss); 1F1B keeps fewer activations than GPipe at the same m, exactly in the
 // ratio of the micro-batches each holds at once; layouts the runtime does not run yet are
 // refused before any step (exit 2, one line).
+#include <signal.h>
+
+#include <chrono>
 #include <cstdio>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -165,6 +169,36 @@ TEST_F(Runtime, PipelineCheckpointsResumeOnOtherLayouts) {
   }
   expect_same_losses(dir_ + "/ref/metrics.jsonl", dir_ + "/ck/metrics.jsonl", 20,
                      "one rank -> pp2,dp2,interleaved:2 -> tp2,pp2");
+}
+
+// SIGTERM (Slurm's preemption) stops every pp rank at a step boundary with a checkpoint and
+// the retryable exit 75; the same command run again resumes there and the whole run equals
+// one rank's.
+TEST_F(Runtime, SigtermStopsAPipelineAtAStepAndItResumes) {
+  constexpr int kLong = 60;
+  const std::string job = pp_job(kTiny, dir_, "job.toml", 4, 2);
+  Proc ref = start({PARTRAIN_CLI, "run", job, "--steps", std::to_string(kLong)}, env("ref"), dir_, "ref");
+  ASSERT_EQ(wait_exit(ref.pid), 0) << slurp(ref.err);
+  const std::vector<std::string> cmd = {PARTRAIN_CLI, "run", job, "--partrain=pp2,sched=interleaved:2",
+                                        "--nproc", "2", "--steps", std::to_string(kLong)};
+  Proc p = start(cmd, env("pp"), dir_, "pp");
+  const auto deadline = Clock::now() + std::chrono::seconds(60);
+  while (Clock::now() < deadline && losses(dir_ + "/pp/metrics.jsonl").size() < 2) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_EQ(::kill(p.pid, SIGTERM), 0);
+  ASSERT_EQ(wait_exit(p.pid), 75) << slurp(p.err);
+  const std::string err = slurp(p.err);
+  EXPECT_NE(err.find("rank 1 ("), std::string::npos) << err;
+  EXPECT_NE(err.find("stopped at a step boundary"), std::string::npos) << err;
+  const size_t stopped = losses(dir_ + "/pp/metrics.jsonl").size();
+  EXPECT_LT(stopped, static_cast<size_t>(kLong));
+  Proc again = start(cmd, env("pp"), dir_, "again");
+  ASSERT_EQ(wait_exit(again.pid), 0) << slurp(again.err);
+  EXPECT_NE(slurp(again.err).find("resuming at step " + std::to_string(stopped)), std::string::npos)
+      << slurp(again.err);
+  expect_same_losses(dir_ + "/ref/metrics.jsonl", dir_ + "/pp/metrics.jsonl", kLong,
+                     "pp2 interleaved stopped by SIGTERM at step " + std::to_string(stopped) + " and resumed");
 }
 
 }  // namespace
