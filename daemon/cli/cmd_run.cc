@@ -261,7 +261,9 @@ void register_run(CLI::App& app, CommandResult* result) {
   run->add_option("--device", args->device,
                   "cpu, cuda or cuda:N (default: [job] device, cpu); with --nproc, cpu or cuda: "
                   "one GPU per worker");
-  run->add_option("--partrain", args->spec, "parallel layout, e.g. dp2 (more than one rank needs --nproc)");
+  run->add_option("--partrain", args->spec,
+                  "parallel layout, e.g. dp2, tp2,dp2, dp2,ep2 or pp4,sched=interleaved:2 (more "
+                  "than one rank needs --nproc)");
   run->add_option("--nproc", args->nproc,
                   "local ranks: start the partraind agent with N worker processes (the layout's "
                   "world size, e.g. --partrain=dp2 --nproc 2)")

@@ -31,15 +31,16 @@ std::vector<LogicalTensor> logical_tensors(const engine::model::ParamTable& tabl
 namespace {
 
 // The device tensor of `role` (the flat parameter, first- or second-moment buffer).
-engine::Tensor flat_of(train::Trainer& t, Role role) {
+engine::Tensor flat_of(engine::model::Model& model, train::AdamW& opt, Role role) {
   switch (role) {
     case Role::kWeight:  // fp32: the master copy where the device keeps bf16 weights
-      return t.optimizer().master().empty() ? t.model().params() : t.optimizer().master();
-    case Role::kAdamM: return t.optimizer().exp_avg();
-    case Role::kAdamV: return t.optimizer().exp_avg_sq();
+      return opt.master().empty() ? model.params() : opt.master();
+    case Role::kAdamM: return opt.exp_avg();
+    case Role::kAdamV: return opt.exp_avg_sq();
   }
   return {};
 }
+engine::Tensor flat_of(train::Trainer& t, Role role) { return flat_of(t.model(), t.optimizer(), role); }
 
 // Views of `specs` into the trainer's flat buffers.
 std::vector<PieceView> views_of(train::Trainer& t, const std::vector<PieceSpec>& specs) {
@@ -100,15 +101,12 @@ std::vector<PieceView> ZeroStateLayout::restore_views(train::Trainer& trainer) {
   return out;
 }
 
-namespace {
-
-// Views of the logical pieces the flat range [lo, hi) of the rank's buffers holds, for every
-// role; tensors held whole on every tp rank are left out unless `replicated`.
-std::vector<PieceView> table_views(train::Trainer& t, int64_t lo, int64_t hi, bool replicated) {
-  const engine::model::ParamTable& table = t.model().table();
+std::vector<PieceView> model_views(engine::model::Model& model, train::AdamW& opt, int64_t lo, int64_t hi,
+                                   bool replicated) {
+  const engine::model::ParamTable& table = model.table();
   std::vector<PieceView> out;
   for (Role role : kAllRoles) {
-    const engine::Tensor flat = flat_of(t, role);
+    const engine::Tensor flat = flat_of(model, opt, role);
     for (const engine::model::ShardPiece& p : engine::model::shard_pieces(table, lo, hi)) {
       if (!replicated && !table.specs()[static_cast<size_t>(table.find(p.name))].split()) continue;
       PieceSpec spec{p.name, std::vector<int64_t>(p.shape.dims.begin(), p.shape.dims.begin() + p.shape.ndim),
@@ -119,15 +117,14 @@ std::vector<PieceView> table_views(train::Trainer& t, int64_t lo, int64_t hi, bo
   return out;
 }
 
-}  // namespace
-
 std::vector<PieceView> TensorParallelLayout::save_views(train::Trainer& trainer) {
   const int64_t n = trainer.model().num_params();
-  return table_views(trainer, n * dp_rank_ / dp_, n * (dp_rank_ + 1) / dp_, tp_rank_ == 0);
+  return model_views(trainer.model(), trainer.optimizer(), n * dp_rank_ / dp_, n * (dp_rank_ + 1) / dp_,
+                     tp_rank_ == 0);
 }
 
 std::vector<PieceView> TensorParallelLayout::restore_views(train::Trainer& trainer) {
-  return table_views(trainer, 0, trainer.model().num_params(), true);
+  return model_views(trainer.model(), trainer.optimizer(), 0, trainer.model().num_params(), true);
 }
 
 std::vector<PieceView> ExpertParallelLayout::save_views(train::Trainer& trainer) {
@@ -220,7 +217,21 @@ Status CheckpointSaver::write_and_commit(const Snapshot& s) {
 }
 
 Status CheckpointSaver::after_step(train::Trainer& trainer, bool final, train::StepMetrics* m) {
-  const int64_t step = trainer.steps_done();
+  SaveProgress p;
+  p.step = trainer.steps_done();
+  p.tokens = trainer.tokens();
+  p.adam_steps = trainer.optimizer().steps_taken();
+  p.num_windows = trainer.num_windows();
+  ReplicatedDpLayout replicated(o_.dp, o_.dp_rank);
+  StateLayout* layout = o_.layout != nullptr ? o_.layout : &replicated;
+  return save(p, trainer.options().train, trainer.model().backend(),
+              [&] { return layout->save_views(trainer); }, final, m);
+}
+
+Status CheckpointSaver::save(const SaveProgress& progress, const engine::TrainOptions& tr, engine::Backend& be,
+                             const std::function<std::vector<PieceView>()>& views, bool final,
+                             train::StepMetrics* m) {
+  const int64_t step = progress.step;
   crash_point("after_step", step, o_.rank);
   const bool due = final || (o_.every > 0 && step % o_.every == 0);
   if (!due) return Status::ok();
@@ -233,24 +244,20 @@ Status CheckpointSaver::after_step(train::Trainer& trainer, bool final, train::S
   }
   // Copy this rank's slices of the weights and moments to host memory.
   auto snap = std::make_shared<Snapshot>();
-  const engine::TrainOptions& tr = trainer.options().train;
   TrainState& st = snap->state;
   st.step = step;
   st.consumed_samples = static_cast<uint64_t>(step) * static_cast<uint64_t>(tr.global_batch);
-  st.epoch = st.consumed_samples / std::max<uint64_t>(1, trainer.num_windows());
+  st.epoch = st.consumed_samples / std::max<uint64_t>(1, progress.num_windows);
   st.seed = tr.seed;
-  st.adam_steps = trainer.optimizer().steps_taken();
+  st.adam_steps = progress.adam_steps;
   st.lr_step = step;
   st.loss_scale = 1.0;
-  st.tokens = trainer.tokens();
+  st.tokens = progress.tokens;
   st.layout = o_.layout_name;
   st.world = o_.world;
-  ReplicatedDpLayout replicated(o_.dp, o_.dp_rank);
-  StateLayout* layout = o_.layout != nullptr ? o_.layout : &replicated;
-  engine::Backend& be = trainer.model().backend();
   {
     trace::Span span("checkpoint copy to host", trace::Lane::kIo);
-    for (const PieceView& v : layout->save_views(trainer)) {
+    for (const PieceView& v : views()) {
       std::vector<float> data(static_cast<size_t>(v.spec.end - v.spec.begin));
       be.to_host(data.data(), v.tensor);
       snap->bytes += data.size() * sizeof(float);

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -103,6 +104,12 @@ class ExpertParallelLayout final : public StateLayout {
  private:
   int dp_, dp_rank_, expert_dp_, expert_dp_rank_;
 };
+// The logical pieces the flat range [lo, hi) of `model`'s buffers holds, for every role
+// (the weights, fp32 master where kept, and `opt`'s two moments); tensors held whole on
+// every tp rank are left out unless `replicated`. TensorParallelLayout's views, and the
+// pipeline executor's for each stage model.
+std::vector<PieceView> model_views(engine::model::Model& model, engine::train::AdamW& opt, int64_t lo,
+                                   int64_t hi, bool replicated);
 
 // Fills every view from the checkpoint's pieces (of any layout: each range is read from
 // whichever pieces overlap it, every piece read is verified).
@@ -137,12 +144,24 @@ struct SaverOptions {
   bool async = false;      // write and commit on a background thread. Default: false
 };
 
+// Where a training loop stands after a step, as a checkpoint records it.
+struct SaveProgress {
+  int64_t step = 0;          // optimizer steps done
+  int64_t tokens = 0;        // tokens trained on
+  int64_t adam_steps = 0;    // AdamW's bias-correction step count
+  uint64_t num_windows = 1;  // the dataset's sequences (for the epoch)
+};
+
 class CheckpointSaver final : public engine::train::SaveHook {
  public:
   CheckpointSaver(SaverOptions options, Committer* committer);
   ~CheckpointSaver() override;  // waits for a save in flight
 
   Status after_step(engine::train::Trainer& trainer, bool final, engine::train::StepMetrics* m) override;
+  // The same for a loop without a Trainer (the pipeline executor): saves when due, this
+  // rank's pieces from `views` (called only then) on `backend`.
+  Status save(const SaveProgress& progress, const engine::TrainOptions& train, engine::Backend& backend,
+              const std::function<std::vector<PieceView>()>& views, bool final, engine::train::StepMetrics* m);
   // Waits for the save in flight, if any; its status.
   Status wait();
 

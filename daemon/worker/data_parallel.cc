@@ -220,7 +220,8 @@ class DataParallelHooks final : public engine::train::StepHooks {
   bool stop_ = false;
 };
 
-// Peak bytes per memory category of this rank, for comparing layouts.
+}  // namespace
+
 Status write_memory(const std::string& run_dir, int rank, const engine::MemoryStats& mem) {
   std::error_code ec;
   std::filesystem::create_directories(run_dir, ec);
@@ -236,8 +237,6 @@ Status write_memory(const std::string& run_dir, int rank, const engine::MemorySt
   if (!out) return Status::io_error(path + ": cannot write the memory summary");
   return Status::ok();
 }
-
-}  // namespace
 
 Status train_data_parallel(const DataParallelRun& run) {
   const config::JobConfig& job = *run.job;

@@ -34,6 +34,7 @@
 #include "comm/communicator.h"
 #include "common/status.h"
 #include "config/job_config.h"
+#include "engine/backend.h"
 #include "layout/layout.h"
 #include "partrain/expert.h"
 #include "partrain/plugin.h"
@@ -89,5 +90,9 @@ struct DataParallelRun {
 // over the axes; exposed_share = exposed_ms / step_ms). unavailable when a peer
 // failed; unavailable "stopped at step N" when *stop ended the run early.
 Status train_data_parallel(const DataParallelRun& run);
+
+// <run_dir>/memory.rank<R>.json: this rank's peak bytes per memory category (every
+// layout's workers write it, for comparing layouts).
+Status write_memory(const std::string& run_dir, int rank, const engine::MemoryStats& mem);
 
 }  // namespace partrain::worker

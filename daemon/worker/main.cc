@@ -2,9 +2,9 @@
 // rank and the rendezvous address from the environment the agent sets (PARTRAIN_RANK,
 // PARTRAIN_WORLD, PARTRAIN_COORDINATOR, PARTRAIN_JOB_SECRET, PARTRAIN_SPEC), resolves the
 // same job the agent resolved, builds a communicator per layout group it needs through the
-// store (dp: Gloo, or NCCL on GPU ranks; tp when tp > 1; ep and expert_dp when ep > 1),
-// loads the data plugin (and the tensor plugin "tp", the expert plugin "ep") from the
-// site's plugin directory, and trains.
+// store (dp: Gloo, or NCCL on GPU ranks; tp when tp > 1; ep and expert_dp when ep > 1; pp
+// when pp > 1), loads the data plugin (and the tensor plugin "tp", the expert plugin "ep",
+// the pipeline schedule plugin) from the site's plugin directory, and trains.
 //
 //   partrain-worker JOB.toml
 //
@@ -38,6 +38,7 @@
 #include "worker/checkpoint_commit.h"
 #include "worker/data_parallel.h"
 #include "worker/device_comm.h"
+#include "worker/pipeline_parallel.h"
 
 namespace partrain::worker {
 namespace {
@@ -79,15 +80,33 @@ Status run(const std::string& job_path) {
   Result<Layout> layout = Layout::create(*world, job->parallelism);
   if (!layout) return layout.status();
   PARTRAIN_RETURN_IF_ERROR(config::validate_layout(*job, *world));
-  if (layout->pp() != 1 || layout->cp() != 1) {
+  if (layout->cp() != 1) {
     return Status::invalid(fmt::format(
-        "--partrain={}: this partrain runs tensor-, expert- and data-parallel layouts only (pp "
-        "and cp 1); the pipeline runtime is not installed yet", job->parallelism.to_string()));
+        "--partrain={}: this partrain runs tensor-, pipeline-, expert- and data-parallel layouts "
+        "only (cp 1); the context-parallel runtime is not installed yet", job->parallelism.to_string()));
   }
   if (layout->ep() > 1 && (layout->tp() > 1 || layout->pp() > 1 || job->parallelism.zero > 0)) {
     return Status::invalid(fmt::format(
         "--partrain={}: expert parallelism runs with plain data parallelism only (tp1, pp1, "
         "zero0) in this version; drop tp/pp/zeroN, or drop ep", job->parallelism.to_string()));
+  }
+  if (layout->pp() > 1 && job->device != "cpu") {
+    return Status::invalid(fmt::format(
+        "--partrain={}: [job] device = {}: the pipeline executor runs on CPU ranks (Gloo) in this "
+        "version; use --device cpu, or drop pp", job->parallelism.to_string(), job->device));
+  }
+  // Pipeline parallel: the schedule checked and the model partitioned before any rank
+  // talks to another (every rank decides the same).
+  std::optional<PipelinePlan> pipe;
+  if (layout->pp() > 1) {
+    Result<PipelinePlan> p = plan_pipeline(*job, *layout, site->plugin_dir);
+    if (!p) return p.status();
+    pipe = std::move(p).value();
+    if (*rank == 0) {
+      log::info("worker", "pipeline schedule {} (pp={}, m={}, v={}), checked; stage partition:\n{}",
+                pipe->source, pipe->schedule.shape.pp, pipe->schedule.shape.m, pipe->schedule.shape.v,
+                pipeline::describe_partition(pipe->parts, layout->pp()));
+    }
   }
   if (layout->tp() > 1 && job->parallelism.zero > 0 && job->checkpoint.every > 0) {
     return Status::invalid(fmt::format(
@@ -127,7 +146,7 @@ Status run(const std::string& job_path) {
   Result<std::unique_ptr<comm::StoreClient>> commit_client = store->clone();
   if (!commit_client) return commit_client.status();
   StoreCommitter committer(std::move(commit_client).value(), prefix);
-  std::unique_ptr<comm::Communicator> dp_comm, tp_comm, ep_comm, expert_dp_comm;
+  std::unique_ptr<comm::Communicator> dp_comm, tp_comm, ep_comm, expert_dp_comm, pp_comm;
   std::unique_ptr<plugin::Plugin> data_plugin;
   std::unique_ptr<plugin::TensorPlugin> tensor_plugin;
   std::unique_ptr<plugin::ExpertPlugin> expert_plugin;
@@ -236,6 +255,15 @@ Status run(const std::string& job_path) {
   r.ckpt_root = store::checkpoint_root(job->checkpoint.dir, job->run_dir);
   r.committer = &committer;
   r.resume = resume ? &*resume : nullptr;
+  if (pipe) {
+    // The pp group (stride tp * dp: the outermost axis) carries the stages' transfers.
+    const std::vector<int> members = layout->group(Axis::kPp, *rank);
+    comm::GroupSpec spec{fmt::format("{}pp{}", prefix, members.front()), members, *rank};
+    Result<std::unique_ptr<comm::Communicator>> c = comm::create_gloo_communicator(spec, *store, go);
+    if (!c) return c.status();
+    pp_comm = std::move(c).value();
+    return train_pipeline_parallel(PipelineRun{&r, &*pipe, coord.pp, pp_comm.get()});
+  }
   Status s = train_data_parallel(r);
   if (!s && dp_comm) dp_comm->abort(s.message());  // peers blocked on us fail at once
   if (!s && tp_comm) tp_comm->abort(s.message());

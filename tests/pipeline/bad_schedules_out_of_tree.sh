@@ -6,7 +6,9 @@
 #   - `partrain schedule` refuses the deadlock and the missing backward (exit 2), each
 #     with the violation named;
 #   - the shipped 1f1b passes, with bubble (p-1)/(m+p-1) = 3/11 = 0.2727 for p=4, m=8,
-#     at most p = 4 micro-batches in flight on rank 0, and an SVG written.
+#     at most p = 4 micro-batches in flight on rank 0, and an SVG written;
+#   - at run time, `partrain run --partrain=pp2,sched=deadlock` (and nobackward) is refused
+#     by the workers before any step (exit 2), with the same violation named.
 #   bad_schedules_out_of_tree.sh CMAKE BUILD_DIR SRC WORK_DIR
 set -eu
 cmake=$1 build=$2 src=$3 work=$4
@@ -48,3 +50,22 @@ job=$("$partrain" schedule --job "$prefix/share/partrain/examples/tiny.toml" --p
   --mb 4 --site-config "$work/site.toml")
 echo "$job"
 echo "$job" | grep -qE "^stage 1 \(rank 1, chunk 0\): block 1 \+ head"
+
+# At run time: the installed example trained as pp2 (m = 16 / 8 = 2 micro-batches) with a bad
+# schedule is refused by every worker before any step, naming the checker's violation.
+run_refused() {
+  expected=$1
+  shift
+  rc=0
+  PARTRAIN_SITE_CONFIG="$work/site.toml" PARTRAIN_RUN_DIR="$work/run" OMP_NUM_THREADS=1 \
+    "$partrain" run "$prefix/share/partrain/examples/tiny.toml" --nproc 2 --steps 1 "$@" \
+    > "$work/out.txt" 2> "$work/err.txt" || rc=$?
+  cat "$work/err.txt"
+  test "$rc" -eq 2
+  grep -qF -- "$expected" "$work/err.txt"
+  ! grep -q "step " "$work/out.txt"
+}
+run_refused "schedule deadlock (pp=2, m=2, v=1): deadlock: rank 0 waits at action 2 (recv-grad mb0 chunk0 from rank 1)" \
+  --partrain=pp2,sched=deadlock
+run_refused "schedule nobackward (pp=2, m=2, v=1): rank 1: stage 1 (chunk 0) never backwards micro-batch 1 (no backward or backward-input)" \
+  --partrain=pp2,sched=nobackward

@@ -85,16 +85,14 @@ void Model::mlp_backward(int l, BlockActs& a, const Tensor& x, const Tensor& dou
   const bool gpt2 = o_.arch == Arch::kGpt2;
   const Tensor dact = act(dact_), dfc = act(dfc_);
   be_->zero(dact);
-  be_->matmul_backward(dact, gspan(p.proj_w, {C, F}), gspan(p.proj_b, {C}), dout, act(a.act),
-                       pspan(p.proj_w, {C, F}), N_, F, C);
+  linear_backward(site(l, 0), dact, p.proj_w, p.proj_b, {C, F}, {C}, dout, act(a.act), N_, F, C);
   be_->zero(dfc);
   if (gpt2) {
     be_->gelu_backward(dfc, act(a.fc), dact);
   } else {
     be_->swiglu_backward(dfc, act(a.fc), dact, N_, F);
   }
-  be_->matmul_backward(dx, gspan(p.fc_w, {FC, C}), gspan(p.fc_b, {FC}), dfc, x,
-                       pspan(p.fc_w, {FC, C}), N_, C, FC);
+  linear_backward(site(l, 1), dx, p.fc_w, p.fc_b, {FC, C}, {FC}, dfc, x, N_, C, FC);
 }
 
 void Model::block_backward(int l, const Tensor& in, const Tensor& dres, BlockActs& a) {
@@ -115,8 +113,7 @@ void Model::block_backward(int l, const Tensor& in, const Tensor& dres, BlockAct
   if (o_.recompute == Recompute::kSelective) attention_core_forward(a);
   const Tensor datt = act(datt_), dqkv = act(dqkv_), qkv = act(a.qkv);
   be_->zero(datt);
-  be_->matmul_backward(datt, gspan(p.o_w, {C, Q}), gspan(p.o_b, {C}), dbranch, act(a.att),
-                       pspan(p.o_w, {C, Q}), N_, Q, C);
+  linear_backward(site(l, 2), datt, p.o_w, p.o_b, {C, Q}, {C}, dbranch, act(a.att), N_, Q, C);
   be_->zero(dqkv);
   const int64_t koff = static_cast<int64_t>(H) * hd, voff = static_cast<int64_t>(H + KV) * hd;
   const AttentionDims d{B_, T, H, KV, hd, QKV, QKV};
@@ -129,9 +126,8 @@ void Model::block_backward(int l, const Tensor& in, const Tensor& dres, BlockAct
     be_->rope_backward(dk, dk, B_, T, KV, hd, QKV, o_.rope_theta);
   }
   be_->zero(dx);
-  be_->matmul_backward(dx, gspan(p.qkv_w, {QKV, C}), gspan(p.qkv_b, {QKV}), dqkv,
-                       regions_.enter_forward(ract(a.ln1), act(gathered_)), pspan(p.qkv_w, {QKV, C}),
-                       N_, C, QKV);
+  linear_backward(site(l, 3), dx, p.qkv_w, p.qkv_b, {QKV, C}, {QKV}, dqkv,
+                  regions_.enter_forward(ract(a.ln1), act(gathered_)), N_, C, QKV);
   norm_backward(dres, p.ln1_w, p.ln1_b, regions_.enter_backward(dx, drows), in, a.ln1_mean,
                 a.ln1_rstd);
 }

@@ -19,6 +19,13 @@ Result<Tensor> Model::alloc(MemCategory cat, DType dtype, Shape shape) {
   return t;
 }
 
+Status Model::alloc_to(MemCategory cat, DType dtype, Shape shape, Tensor* out) {
+  Result<Tensor> t = alloc(cat, dtype, shape);
+  if (!t) return t.status();
+  *out = *t;
+  return Status::ok();
+}
+
 Tensor Model::param(int i) const {
   return pspan(i, table_.specs()[static_cast<size_t>(i)].shape);
 }
@@ -88,7 +95,8 @@ Result<std::unique_ptr<Model>> Model::create(const ModelOptions& options, Backen
                                              int max_batch, uint64_t seed,
                                              const ShardOptions& shard,
                                              const TensorOptions& tp,
-                                             const ExpertOptions& ep) {
+                                             const ExpertOptions& ep,
+                                             const StageOptions& stage) {
   const ModelOptions o = resolved(options);
   TensorOptions t = tp;
   if (t.size == 1) t.sp = false;
@@ -106,7 +114,20 @@ Result<std::unique_ptr<Model>> Model::create(const ModelOptions& options, Backen
                                        "version; the {} backend keeps lower precision", backend->name()));
   }
   if (max_batch < 1) return Status::invalid("micro_batch must be at least 1");
+  const int hi = stage.end_block < 0 ? o.layers : stage.end_block;
+  if (stage.first_block < 0 || stage.first_block >= hi || hi > o.layers || stage.slots < 1) {
+    return Status::invalid(fmt::format("pipeline stage of blocks [{}, {}) with {} slots: need "
+                                       "0 <= first < end <= layers ({}) and a slot", stage.first_block,
+                                       hi, stage.slots, o.layers));
+  }
+  const bool whole = stage.first_block == 0 && hi == o.layers;
+  if ((!whole || stage.slots > 1) && shard.stage > 0) {
+    return Status::invalid("a pipeline stage runs without ZeRO in this version");
+  }
   std::unique_ptr<Model> m(new Model());
+  m->stage_ = stage;
+  m->lo_ = stage.first_block;
+  m->hi_ = hi;
   m->o_ = o;
   m->be_ = backend;
   m->seed_ = seed;
@@ -114,7 +135,7 @@ Result<std::unique_ptr<Model>> Model::create(const ModelOptions& options, Backen
   m->tp_ = t;
   m->ep_ = ep;
   m->regions_ = Regions(nullptr, t);
-  m->table_ = build_param_table(o, t, ep);
+  m->table_ = build_stage_table(o, t, ep, stage);
   // Local widths: heads and the MLP split evenly, the vocabulary by vocab_rows.
   const int hd = o.hidden / o.heads;
   m->lh_ = o.heads / t.size, m->lkv_ = o.kv_heads / t.size, m->lq_ = m->lh_ * hd;
@@ -200,74 +221,34 @@ Status Model::allocate(int max_batch) {
   // This rank's widths (all of the model's on one rank); NR: the residual stream's rows.
   const int64_t N = static_cast<int64_t>(max_batch) * o_.seq_len, C = o_.hidden;
   const int64_t NR = tp_.sp ? N / tp_.size : N;
-  const int64_t V = lv_, L = o_.layers, QKV = lqkv_, Q = lq_, F = lf_, FC = lfc_;
+  const int64_t V = lv_, QKV = lqkv_, Q = lq_, F = lf_, FC = lfc_;
   const DType ad = be_->act_dtype();
   using MC = MemCategory;
-  auto get = [&](MC c, DType d, Shape s, Tensor* out) -> Status {
-    Result<Tensor> t = alloc(c, d, s);
-    if (!t) return t.status();
-    *out = *t;
-    return Status::ok();
-  };
+  auto get = [&](MC c, DType d, Shape s, Tensor* out) { return alloc_to(c, d, s, out); };
   PARTRAIN_RETURN_IF_ERROR(allocate_storage());
-  PARTRAIN_RETURN_IF_ERROR(get(MC::kActivations, DType::kI32, {N}, &tokens_));
-  PARTRAIN_RETURN_IF_ERROR(get(MC::kActivations, DType::kI32, {N}, &targets_));
-  res_.assign(static_cast<size_t>(L + 1), Tensor{});
-  for (auto& r : res_) PARTRAIN_RETURN_IF_ERROR(get(MC::kActivations, ad, {NR, C}, &r));
-
-  // Block activations. What recompute frees is allocated once and shared by all blocks:
-  // selective shares the attention core (att, lse); full shares everything but the block
-  // inputs res_[l], and recomputes the block in backward.
-  const bool full = o_.recompute == Recompute::kFull;
-  const bool share_core = o_.recompute != Recompute::kNone;
+  // What recompute frees is allocated once and shared by all blocks (and slots): selective
+  // shares the attention core (att, lse); full shares everything but the block inputs
+  // res_[l], and recomputes the block in backward.
   BlockActs shared;
-  auto alloc_acts = [&](BlockActs& a, bool core, bool rest) -> Status {
-    const MC c = MC::kActivations;
-    if (core) {
-      PARTRAIN_RETURN_IF_ERROR(get(c, ad, {N, Q}, &a.att));
-      PARTRAIN_RETURN_IF_ERROR(get(c, DType::kF32, {max_batch, lh_, o_.seq_len}, &a.lse));
-    }
-    if (rest) {
-      PARTRAIN_RETURN_IF_ERROR(get(c, ad, {NR, C}, &a.ln1));
-      PARTRAIN_RETURN_IF_ERROR(get(c, DType::kF32, {NR}, &a.ln1_mean));
-      PARTRAIN_RETURN_IF_ERROR(get(c, DType::kF32, {NR}, &a.ln1_rstd));
-      PARTRAIN_RETURN_IF_ERROR(get(c, ad, {N, QKV}, &a.qkv));
-      PARTRAIN_RETURN_IF_ERROR(get(c, ad, {NR, C}, &a.res2));
-      PARTRAIN_RETURN_IF_ERROR(get(c, ad, {NR, C}, &a.ln2));
-      PARTRAIN_RETURN_IF_ERROR(get(c, DType::kF32, {NR}, &a.ln2_mean));
-      PARTRAIN_RETURN_IF_ERROR(get(c, DType::kF32, {NR}, &a.ln2_rstd));
-      PARTRAIN_RETURN_IF_ERROR(get(c, ad, {N, FC}, &a.fc));
-      PARTRAIN_RETURN_IF_ERROR(get(c, ad, {N, F}, &a.act));
-    }
-    return Status::ok();
-  };
-  PARTRAIN_RETURN_IF_ERROR(alloc_acts(shared, share_core, full));
+  if (stage_.split_backward) PARTRAIN_RETURN_IF_ERROR(check_split_backward());
+  PARTRAIN_RETURN_IF_ERROR(alloc_block_acts(shared, o_.recompute != Recompute::kNone,
+                                            o_.recompute == Recompute::kFull));
   PARTRAIN_RETURN_IF_ERROR(get(MC::kWorkspace, ad, {N, C}, &shared.branch));
-  acts_.clear();
-  moe_.clear();
-  for (int l = 0; l < L; ++l) {
-    auto a = std::make_unique<BlockActs>(shared);
-    PARTRAIN_RETURN_IF_ERROR(alloc_acts(*a, !share_core, !full));
-    acts_.push_back(std::move(a));
-    std::unique_ptr<MoeState> s;
-    if (bp_[static_cast<size_t>(l)].router >= 0) {
-      s = std::make_unique<MoeState>();
-      PARTRAIN_RETURN_IF_ERROR(moe_allocate(l, *s));
-    }
-    moe_.push_back(std::move(s));
+  // The micro-batch activations, once per slot.
+  slots_.clear();
+  for (int k = 0; k < stage_.slots; ++k) {
+    PARTRAIN_RETURN_IF_ERROR(allocate_slot(shared));
+    slots_.push_back(std::make_unique<ActSlot>());
+    swap_slot(*slots_.back());  // the slot takes what was allocated, the members its blanks
   }
-  if (full) PARTRAIN_RETURN_IF_ERROR(get(MC::kWorkspace, ad, {NR, C}, &res_scratch_));
-
-  // Head and loss.
-  PARTRAIN_RETURN_IF_ERROR(get(MC::kActivations, ad, {NR, C}, &lnf_));
-  PARTRAIN_RETURN_IF_ERROR(get(MC::kActivations, DType::kF32, {NR}, &lnf_mean_));
-  PARTRAIN_RETURN_IF_ERROR(get(MC::kActivations, DType::kF32, {NR}, &lnf_rstd_));
-  PARTRAIN_RETURN_IF_ERROR(get(MC::kActivations, ad, {N, V}, &logits_));
-  PARTRAIN_RETURN_IF_ERROR(get(MC::kActivations, DType::kF32, {N}, &losses_));
-  PARTRAIN_RETURN_IF_ERROR(get(MC::kActivations, DType::kF32, {N}, &lse_));
+  slot_ = -1;
+  use_slot(0);
+  if (o_.recompute == Recompute::kFull) PARTRAIN_RETURN_IF_ERROR(get(MC::kWorkspace, ad, {NR, C}, &res_scratch_));
   // Backward scratch, shared by all blocks.
-  PARTRAIN_RETURN_IF_ERROR(get(MC::kWorkspace, DType::kF32, {N}, &dloss_));
-  PARTRAIN_RETURN_IF_ERROR(get(MC::kWorkspace, ad, {N, V}, &dlogits_));
+  if (last_stage()) {
+    PARTRAIN_RETURN_IF_ERROR(get(MC::kWorkspace, DType::kF32, {N}, &dloss_));
+    PARTRAIN_RETURN_IF_ERROR(get(MC::kWorkspace, ad, {N, V}, &dlogits_));
+  }
   PARTRAIN_RETURN_IF_ERROR(get(MC::kWorkspace, ad, {NR, C}, &dres_));
   PARTRAIN_RETURN_IF_ERROR(get(MC::kWorkspace, ad, {N, C}, &dln_));
   PARTRAIN_RETURN_IF_ERROR(get(MC::kWorkspace, ad, {NR, C}, &dbranch_));
@@ -280,9 +261,134 @@ Status Model::allocate(int max_batch) {
   return Status::ok();
 }
 
+Status Model::alloc_block_acts(BlockActs& a, bool core, bool rest) {
+  const int64_t N = static_cast<int64_t>(max_batch_) * o_.seq_len, C = o_.hidden;
+  const int64_t NR = tp_.sp ? N / tp_.size : N;
+  const DType ad = be_->act_dtype();
+  const MemCategory c = MemCategory::kActivations;
+  auto get = [&](DType d, Shape s, Tensor* out) { return alloc_to(c, d, s, out); };
+  if (core) {
+    PARTRAIN_RETURN_IF_ERROR(get(ad, {N, lq_}, &a.att));
+    PARTRAIN_RETURN_IF_ERROR(get(DType::kF32, {max_batch_, lh_, o_.seq_len}, &a.lse));
+  }
+  if (rest) {
+    PARTRAIN_RETURN_IF_ERROR(get(ad, {NR, C}, &a.ln1));
+    PARTRAIN_RETURN_IF_ERROR(get(DType::kF32, {NR}, &a.ln1_mean));
+    PARTRAIN_RETURN_IF_ERROR(get(DType::kF32, {NR}, &a.ln1_rstd));
+    PARTRAIN_RETURN_IF_ERROR(get(ad, {N, lqkv_}, &a.qkv));
+    PARTRAIN_RETURN_IF_ERROR(get(ad, {NR, C}, &a.res2));
+    PARTRAIN_RETURN_IF_ERROR(get(ad, {NR, C}, &a.ln2));
+    PARTRAIN_RETURN_IF_ERROR(get(DType::kF32, {NR}, &a.ln2_mean));
+    PARTRAIN_RETURN_IF_ERROR(get(DType::kF32, {NR}, &a.ln2_rstd));
+    PARTRAIN_RETURN_IF_ERROR(get(ad, {N, lfc_}, &a.fc));
+    PARTRAIN_RETURN_IF_ERROR(get(ad, {N, lf_}, &a.act));
+  }
+  return Status::ok();
+}
+
+// One micro-batch's activations, into the members: the stage's residual stream
+// res_[lo_..hi_], its blocks' records, and the head's buffers on the last stage.
+Status Model::allocate_slot(const BlockActs& shared) {
+  const int64_t N = static_cast<int64_t>(max_batch_) * o_.seq_len, C = o_.hidden;
+  const int64_t NR = tp_.sp ? N / tp_.size : N;
+  const int L = o_.layers;
+  const DType ad = be_->act_dtype();
+  using MC = MemCategory;
+  auto get = [&](MC c, DType d, Shape s, Tensor* out) { return alloc_to(c, d, s, out); };
+  if (first_stage()) PARTRAIN_RETURN_IF_ERROR(get(MC::kActivations, DType::kI32, {N}, &tokens_));
+  if (last_stage()) PARTRAIN_RETURN_IF_ERROR(get(MC::kActivations, DType::kI32, {N}, &targets_));
+  res_.assign(static_cast<size_t>(L + 1), Tensor{});
+  for (int l = lo_; l <= hi_; ++l) {
+    PARTRAIN_RETURN_IF_ERROR(get(MC::kActivations, ad, {NR, C}, &res_[static_cast<size_t>(l)]));
+  }
+  acts_.clear();
+  moe_.clear();
+  for (int l = 0; l < L; ++l) {
+    const bool held = l >= lo_ && l < hi_;
+    std::unique_ptr<BlockActs> a;
+    if (held) {
+      a = std::make_unique<BlockActs>(shared);
+      PARTRAIN_RETURN_IF_ERROR(alloc_block_acts(*a, o_.recompute == Recompute::kNone,
+                                                o_.recompute != Recompute::kFull));
+    }
+    acts_.push_back(std::move(a));
+    std::unique_ptr<MoeState> s;
+    if (held && bp_[static_cast<size_t>(l)].router >= 0) {
+      s = std::make_unique<MoeState>();
+      PARTRAIN_RETURN_IF_ERROR(moe_allocate(l, *s));
+    }
+    moe_.push_back(std::move(s));
+  }
+  if (tp_.size > 1) {  // the vocabulary-parallel lookup's per-micro-batch tokens and mask
+    PARTRAIN_RETURN_IF_ERROR(get(MC::kActivations, DType::kI32, {N}, &tok_local_));
+    PARTRAIN_RETURN_IF_ERROR(get(MC::kActivations, DType::kF32, {N}, &tok_mask_));
+  }
+  if (last_stage()) {
+    PARTRAIN_RETURN_IF_ERROR(get(MC::kActivations, ad, {NR, C}, &lnf_));
+    PARTRAIN_RETURN_IF_ERROR(get(MC::kActivations, DType::kF32, {NR}, &lnf_mean_));
+    PARTRAIN_RETURN_IF_ERROR(get(MC::kActivations, DType::kF32, {NR}, &lnf_rstd_));
+    PARTRAIN_RETURN_IF_ERROR(get(MC::kActivations, ad, {N, lv_}, &logits_));
+    PARTRAIN_RETURN_IF_ERROR(get(MC::kActivations, DType::kF32, {N}, &losses_));
+    PARTRAIN_RETURN_IF_ERROR(get(MC::kActivations, DType::kF32, {N}, &lse_));
+  }
+  if (stage_.split_backward) PARTRAIN_RETURN_IF_ERROR(allocate_weight_grad_inputs());
+  return Status::ok();
+}
+
+void Model::swap_slot(ActSlot& s) {
+  std::swap(tokens_, s.tokens);
+  std::swap(targets_, s.targets);
+  std::swap(res_, s.res);
+  std::swap(acts_, s.acts);
+  std::swap(moe_, s.moe);
+  std::swap(lnf_, s.lnf);
+  std::swap(lnf_mean_, s.lnf_mean);
+  std::swap(lnf_rstd_, s.lnf_rstd);
+  std::swap(logits_, s.logits);
+  std::swap(losses_, s.losses);
+  std::swap(lse_, s.lse);
+  std::swap(batch_, s.batch);
+  std::swap(B_, s.B);
+  std::swap(N_, s.N);
+  std::swap(R_, s.R);
+  std::swap(loss_count_, s.loss_count);
+  std::swap(aux_loss_, s.aux_loss);
+  std::swap(wgrad_dout_, s.wgrad_dout);
+  std::swap(tok_local_, s.tok_local);
+  std::swap(tok_mask_, s.tok_mask);
+  std::swap(host_i_, s.host_targets);
+  std::swap(deferred_, s.deferred);
+}
+
+// The slot in use lives in the members; the others in slots_ (slots_[slot_] is blank).
+void Model::use_slot(int slot) {
+  if (slot == slot_) return;
+  if (slot_ >= 0) swap_slot(*slots_[static_cast<size_t>(slot_)]);
+  swap_slot(*slots_[static_cast<size_t>(slot)]);
+  slot_ = slot;
+}
+
+Tensor Model::stage_input(int slot) {
+  use_slot(slot);
+  return res_[static_cast<size_t>(lo_)];
+}
+
+Tensor Model::stage_output(int slot) {
+  use_slot(slot);
+  return res_[static_cast<size_t>(hi_)];
+}
+
+Tensor Model::input_grad() const { return dres_; }
+
 // ---- forward ------------------------------------------------------------------------------
 
-Result<LossParts> Model::forward(const MicroBatch& batch) {
+Result<LossParts> Model::forward(const MicroBatch& batch) { return forward(batch, 0); }
+
+Result<LossParts> Model::forward(const MicroBatch& batch, int slot) {
+  if (slot < 0 || slot >= stage_.slots) {
+    return Status::invalid(fmt::format("activation slot {} of a stage with {}", slot, stage_.slots));
+  }
+  use_slot(slot);
   if (batch.B < 1 || batch.B > max_batch_) {
     return Status::invalid(fmt::format("micro-batch of {} sequences; this model was built for "
                                        "1..{}", batch.B, max_batch_));
@@ -295,7 +401,8 @@ Result<LossParts> Model::forward(const MicroBatch& batch) {
   aux_loss_ = 0.0f;
   recomputing_ = false;
   // The batch goes to the device; targets are checked against the vocabulary there too.
-  const Tensor tokens = tokens_.slice(0, {N_}), targets = targets_.slice(0, {N_});
+  const Tensor tokens = first_stage() ? tokens_.slice(0, {N_}) : Tensor{};
+  const Tensor targets = last_stage() ? targets_.slice(0, {N_}) : Tensor{};
   for (int n = 0; n < N_; ++n) {
     if (batch.inputs[n] < 0 || batch.inputs[n] >= V || batch.targets[n] >= V) {
       return Status::invalid(fmt::format("token {} at position {} is outside the vocabulary "
@@ -303,24 +410,33 @@ Result<LossParts> Model::forward(const MicroBatch& batch) {
     }
   }
   shard_forward_begin();
-  be_->to_device_i32(tokens, batch.inputs);
-  be_->to_device_i32(targets, batch.targets);
+  if (first_stage()) be_->to_device_i32(tokens, batch.inputs);
+  if (last_stage()) be_->to_device_i32(targets, batch.targets);
   if (regions_.active()) vp_prepare(batch);
 
   // Token (+ position) embeddings, then dropout, into the residual stream (this rank's
-  // rows under sequence parallelism).
-  const Tensor x0 = ract(res_[0]);
-  if (regions_.active()) {
-    vp_embedding_forward(x0);
-  } else {
-    be_->embedding_forward(x0, tokens, param(wte_), wpe_ >= 0 ? param(wpe_) : Tensor{}, B_, T, C);
+  // rows under sequence parallelism). A later pipeline stage finds its input there.
+  if (first_stage()) {
+    const Tensor x0 = ract(res_[0]);
+    if (regions_.active()) {
+      vp_embedding_forward(x0);
+    } else {
+      be_->embedding_forward(x0, tokens, param(wte_), wpe_ >= 0 ? param(wpe_) : Tensor{}, B_, T, C);
+    }
+    dropout(x0, L, 0);
   }
-  dropout(x0, L, 0);
   // The blocks (ZeRO-3 gathers each one's parameters just before it runs).
-  for (int l = 0; l < L; ++l) {
+  for (int l = lo_; l < hi_; ++l) {
     shard_block_begin(l, false);
     block_forward(l, ract(res_[l]), ract(res_[l + 1]), *acts_[l]);
     shard_block_end(l, false);
+  }
+  if (!last_stage()) {  // a pipeline stage before the last: its output is res_[hi_]
+    LossParts parts;
+    parts.aux = aux_loss_;
+    parts.loss = aux_loss_;
+    shard_forward_end();
+    return parts;
   }
   // Final norm, LM head (tied to wte for GPT-2; this rank's vocabulary rows under tp),
   // per-token cross-entropy.
@@ -352,9 +468,60 @@ Result<LossParts> Model::forward(const MicroBatch& batch) {
 // ---- backward -----------------------------------------------------------------------------
 
 void Model::backward(float scale, const std::function<void(int)>& block_done) {
-  const int T = o_.seq_len, C = o_.hidden, V = o_.vocab_size, L = o_.layers;
+  use_slot(0);
+  backward_stage(scale, block_done, Tensor{});
+}
+
+void Model::backward(int slot, float scale, const Tensor& dout, BackwardPart part) {
+  use_slot(slot);
+  part_ = part;
+  backward_stage(scale, {}, dout);
+  part_ = BackwardPart::kAll;
+}
+
+void Model::backward_stage(float scale, const std::function<void(int)>& block_done, const Tensor& dout) {
+  const int T = o_.seq_len, C = o_.hidden, L = o_.layers;
   backward_scale_ = scale;
   shard_backward_begin();
+  const Tensor dres = ract(dres_);
+  if (!last_stage()) {
+    // A pipeline stage before the last: the gradient of its output came from the next.
+    be_->copy(dres, dout.slice(0, dres.shape));
+  } else {
+    head_backward(scale, dres);
+    if (block_done) block_done(L);  // the final norm and an untied head are final now
+  }
+  // The blocks in reverse; dres carries d loss / d res_[l] down.
+  for (int l = hi_ - 1; l >= lo_; --l) {
+    BlockActs& a = *acts_[l];
+    shard_block_begin(l, true);
+    if (o_.recompute == Recompute::kFull) {
+      // Rebuild this block's activations from its stored input (bit-identical to forward).
+      recomputing_ = true;
+      block_forward(l, ract(res_[l]), ract(res_scratch_), a);
+      recomputing_ = false;
+    }
+    block_backward(l, ract(res_[l]), dres, a);
+    shard_block_end(l, true);
+    if (block_done) block_done(l);
+  }
+  // Embedding dropout, then token (and position) embeddings; a later pipeline stage keeps
+  // the gradient of its input in dres (input_grad()).
+  if (first_stage()) {
+    const Tensor demb = dropout_grad(dres, L, 0);
+    if (regions_.active()) {
+      vp_embedding_backward(demb);
+    } else {
+      be_->embedding_backward(grad(wte_), wpe_ >= 0 ? grad(wpe_) : Tensor{}, demb,
+                              tokens_.slice(0, {N_}), B_, T, C);
+    }
+  }
+  shard_backward_end();
+}
+
+// Cross-entropy, LM head, final norm: dres = d (scale * loss) / d res_[L].
+void Model::head_backward(float scale, const Tensor& dres) {
+  const int C = o_.hidden, V = o_.vocab_size, L = o_.layers;
   // d loss / d loss_n = scale / (number of counted tokens); ignored ones get no gradient.
   const Tensor dloss = dloss_.slice(0, {N_});
   be_->fill(dloss, loss_count_ > 0 ? scale / static_cast<float>(loss_count_) : 0.0f);
@@ -369,50 +536,34 @@ void Model::backward(float scale, const std::function<void(int)>& block_done) {
   }
   // Sequence parallel: the head's input is gathered again (the rows alone were kept).
   const Tensor x = regions_.enter_forward(ract(lnf_), act(gathered_));
-  const Tensor dx = act(dln_), dres = ract(dres_);
+  const Tensor dx = act(dln_);
   be_->zero(dx);
-  be_->matmul_backward(dx, grad(head_), Tensor{}, dlogits, x, param(head_), N_, C, lv_);
+  linear_backward(site(hi_, 0), dx, head_, -1, table_.specs()[static_cast<size_t>(head_)].shape, {}, dlogits,
+                  x, N_, C, lv_);
   const Tensor dlnf = regions_.enter_backward(dx, ract(drows_));
   be_->zero(dres);
   norm_backward(dres, lnf_w_, lnf_b_, dlnf, ract(res_[L]), lnf_mean_, lnf_rstd_);
   shard_tail_grads_done();
-  if (block_done) block_done(L);  // the final norm and an untied head are final now
-  // The blocks in reverse; dres carries d loss / d res_[l] down.
-  for (int l = L - 1; l >= 0; --l) {
-    BlockActs& a = *acts_[l];
-    shard_block_begin(l, true);
-    if (o_.recompute == Recompute::kFull) {
-      // Rebuild this block's activations from its stored input (bit-identical to forward).
-      recomputing_ = true;
-      block_forward(l, ract(res_[l]), ract(res_scratch_), a);
-      recomputing_ = false;
-    }
-    block_backward(l, ract(res_[l]), dres, a);
-    shard_block_end(l, true);
-    if (block_done) block_done(l);
-  }
-  // Embedding dropout, then token (and position) embeddings.
-  const Tensor demb = dropout_grad(dres, L, 0);
-  if (regions_.active()) {
-    vp_embedding_backward(demb);
-  } else {
-    be_->embedding_backward(grad(wte_), wpe_ >= 0 ? grad(wpe_) : Tensor{}, demb,
-                            tokens_.slice(0, {N_}), B_, T, C);
-  }
-  shard_backward_end();
 }
 
 std::pair<int64_t, int64_t> Model::segment_range(int s) const {
-  if (s == o_.layers + 1) return {0, block_param_range(0).first};
+  if (s == o_.layers + 1) return {0, block_param_range(lo_).first};
   return block_param_range(s);
 }
 
+// A pipeline stage's table holds blocks [lo_, hi_) only; the others are empty ranges.
 std::pair<int64_t, int64_t> Model::block_param_range(int l) const {
   const std::vector<ParamSpec>& s = table_.specs();
-  if (l == o_.layers) return {s[static_cast<size_t>(lnf_w_)].offset, table_.total()};
-  const int first = bp_[static_cast<size_t>(l)].ln1_w;
-  const int end = l + 1 < o_.layers ? bp_[static_cast<size_t>(l) + 1].ln1_w : lnf_w_;
-  return {s[static_cast<size_t>(first)].offset, s[static_cast<size_t>(end)].offset};
+  const int64_t tail = last_stage() ? s[static_cast<size_t>(lnf_w_)].offset : table_.total();
+  if (l == o_.layers) return {tail, table_.total()};
+  if (l < lo_) {
+    const int64_t at = s[static_cast<size_t>(bp_[static_cast<size_t>(lo_)].ln1_w)].offset;
+    return {at, at};
+  }
+  if (l >= hi_) return {tail, tail};
+  const int64_t first = s[static_cast<size_t>(bp_[static_cast<size_t>(l)].ln1_w)].offset;
+  const int64_t end = l + 1 < hi_ ? s[static_cast<size_t>(bp_[static_cast<size_t>(l) + 1].ln1_w)].offset : tail;
+  return {first, end};
 }
 
 // ---- shared helpers -----------------------------------------------------------------------

@@ -19,6 +19,11 @@
 // Expert parallel (expert_parallel.h): a model created with ExpertOptions{rank, size}
 // holds only its E/size experts of each MoE block and runs them for the whole ep group,
 // through the ExpertComm set before the first forward.
+//
+// Pipeline stages (stage.h): a model created with StageOptions holds one stage's blocks and
+// the activations of `slots` micro-batches; forward(batch, slot) / backward(slot, ...) run
+// one micro-batch through the stage, taking its input from stage_input(slot) (unless it is
+// the first stage) and leaving its output in stage_output(slot) (unless it is the last).
 #pragma once
 
 #include <cstdint>
@@ -33,6 +38,7 @@
 #include "engine/model/expert_parallel.h"
 #include "engine/model/params.h"
 #include "engine/model/sharding.h"
+#include "engine/model/stage.h"
 #include "engine/model/tensor_parallel.h"
 #include "engine/options.h"
 
@@ -61,6 +67,7 @@ struct MoeStats {
 
 struct BlockActs;  // per-block activations (model.cc)
 struct MoeState;   // per-MoE-block routing and expert activations (moe.cc)
+struct ActSlot;    // one micro-batch's activations, of a pipeline stage's slots
 
 class Model {
  public:
@@ -72,7 +79,8 @@ class Model {
                                                int max_batch, uint64_t seed,
                                                const ShardOptions& shard = {},
                                                const TensorOptions& tp = {},
-                                               const ExpertOptions& ep = {});
+                                               const ExpertOptions& ep = {},
+                                               const StageOptions& stage = {});
   ~Model();
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
@@ -85,6 +93,26 @@ class Model {
   // untied head), then blocks L-1 .. 0; so a data-parallel sync can start while the blocks
   // below are still in backward. The embeddings (and a tied head) finish last.
   void backward(float scale, const std::function<void(int)>& block_done = {});
+  // Pipeline stages: the same for the micro-batch in activation slot `slot` (forward(batch)
+  // is slot 0). A stage without the head returns only its MoE aux loss and takes the
+  // gradient of its output from `dout` ([B*T, C], as stage_output); a stage without the
+  // embeddings leaves the gradient of its input in input_grad().
+  Result<LossParts> forward(const MicroBatch& batch, int slot);
+  void backward(int slot, float scale, const Tensor& dout, BackwardPart part = BackwardPart::kAll);
+  // ZB-H1 (StageOptions::split_backward): after backward(slot, ..., kInput), which computed
+  // the input gradient (and the norms' and embeddings' gradients), the GEMMs' weight and
+  // bias gradients of that micro-batch, from the output gradients it kept.
+  void backward_weight(int slot);
+  // [max_batch * seq_len, C]: where a non-first stage's input goes before forward(slot),
+  // and a non-last stage's output after it (kept until the slot's next forward).
+  Tensor stage_input(int slot);
+  Tensor stage_output(int slot);
+  // After backward on a non-first stage: d loss / d input ([max_batch * seq_len, C]), valid
+  // until the next backward.
+  Tensor input_grad() const;
+  const StageOptions& stage() const { return stage_; }
+  bool first_stage() const { return lo_ == 0; }
+  bool last_stage() const { return hi_ == o_.layers; }
   // [first, end) element offsets in the flat buffers of block l's parameters (l < L), or of
   // the final norm and untied head (l = L): the table adds each block's tensors together,
   // between the embeddings and the final norm.
@@ -137,7 +165,22 @@ class Model {
  private:
   Model() = default;
   Result<Tensor> alloc(MemCategory cat, DType dtype, Shape shape);  // owned, freed in ~Model
+  Status alloc_to(MemCategory cat, DType dtype, Shape shape, Tensor* out);  // the same into *out
   Status allocate(int max_batch);
+  // One slot's activations into the members (allocate), and swapping a slot with them.
+  Status allocate_slot(const BlockActs& shared);
+  void swap_slot(ActSlot& s);
+  void use_slot(int slot);
+  void backward_stage(float scale, const std::function<void(int)>& block_done, const Tensor& dout);
+  void head_backward(float scale, const Tensor& dres);
+  // A GEMM's backward (weight_grads.cc): whole, or under backward-input the input gradient
+  // now and the weight gradient deferred. `site` numbers the GEMMs of the stage.
+  void linear_backward(int site, const Tensor& dinp, int w, int b, Shape wshape, Shape bshape,
+                       const Tensor& dout, const Tensor& inp, int N, int C, int OC);
+  int site(int l, int k) const { return 4 * (l - lo_) + k; }
+  Status check_split_backward() const;
+  Status allocate_weight_grad_inputs();
+  Status alloc_block_acts(BlockActs& a, bool core, bool rest);
   void index_params();
   // Parameter and gradient storage, flat or sharded, and the views per segment (sharding.cc).
   Status allocate_storage();
@@ -240,6 +283,16 @@ class Model {
   ExpertComm* ep_comm_ = nullptr;
   MoeStats moe_stats_;
   int tp_row0() const { return tp_.sp ? tp_.rank * R_ : 0; }  // first residual row held
+
+  // Pipeline stage: blocks [lo_, hi_); the slots not in use (the one in use lives in the
+  // members below, swapped in by use_slot).
+  StageOptions stage_;
+  int lo_ = 0, hi_ = 0;
+  std::vector<std::unique_ptr<ActSlot>> slots_;
+  int slot_ = -1;
+  BackwardPart part_ = BackwardPart::kAll;
+  std::vector<Tensor> wgrad_dout_;
+  std::vector<DeferredGrad> deferred_;
 
   // Current micro-batch.
   int B_ = 0, N_ = 0, R_ = 0, max_batch_ = 0;

@@ -3,10 +3,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "engine/backend.h"
 #include "engine/model/expert_parallel.h"
+#include "engine/model/model.h"
 
 namespace partrain::engine::model {
 
@@ -52,6 +54,23 @@ struct MoeState {
   Tensor dyrecv, dxrecv;        // [E * cap_max, C]: the received rows' dy and their dx
   std::vector<int32_t> host_send_idx;
   std::vector<float> host_send_gate, send_counts, recv_counts;
+};
+
+// One micro-batch's activations and state, as a pipeline stage keeps them per slot: the
+// Model members of the same names, swapped in and out (Model::swap_slot).
+struct ActSlot {
+  Tensor tokens, targets;
+  std::vector<Tensor> res;
+  std::vector<std::unique_ptr<BlockActs>> acts;
+  std::vector<std::unique_ptr<MoeState>> moe;
+  Tensor lnf, lnf_mean, lnf_rstd, logits, losses, lse;
+  MicroBatch batch;
+  int B = 0, N = 0, R = 0, loss_count = 0;
+  float aux_loss = 0;
+  Tensor tok_local, tok_mask;          // tensor parallel: the vocabulary-parallel lookup
+  std::vector<int32_t> host_targets;   // tensor parallel: the targets the loss reads
+  std::vector<Tensor> wgrad_dout;      // split backward: one kept dout per GEMM site
+  std::vector<DeferredGrad> deferred;  // what backward-input left for backward-weight
 };
 
 }  // namespace partrain::engine::model

@@ -31,10 +31,10 @@ Status Model::tp_allocate(int64_t N, int64_t C) {
     PARTRAIN_RETURN_IF_ERROR(get(MC::kWorkspace, ad, {N / tp_.size, C}, &drows_));
     PARTRAIN_RETURN_IF_ERROR(get(MC::kWorkspace, be_->grad_dtype(), {2 * C}, &norm_scratch_));
   }
-  for (Tensor* t : {&tok_local_, &iota_, &pos_, &ce_targets_, &fix_idx_, &zeros_}) {
+  // tok_local_ and tok_mask_ belong to a micro-batch: one per activation slot (model.cc).
+  for (Tensor* t : {&iota_, &pos_, &ce_targets_, &fix_idx_, &zeros_}) {
     PARTRAIN_RETURN_IF_ERROR(get(MC::kActivations, DType::kI32, {N}, t));
   }
-  PARTRAIN_RETURN_IF_ERROR(get(MC::kActivations, DType::kF32, {N}, &tok_mask_));
   PARTRAIN_RETURN_IF_ERROR(get(MC::kActivations, DType::kF32, {N}, &fix_w_));
   return Status::ok();
 }

@@ -55,13 +55,12 @@ void AdamW::reload_master() {
 
 OptimizerStepStats AdamW::step(float lr) {
   Backend& be = model_->backend();
-  OptimizerStepStats st;
   // The rank's range of the flat buffer: all of it, or its ZeRO shard [first, last).
   const model::ShardOptions& shard = model_->shard();
   const bool sharded = shard.stage > 0;
   const int64_t first = sharded ? shard.begin : 0;
   const int64_t last = sharded ? shard.end : model_->num_params();
-  const Tensor params = model_->shard_params(), grads = model_->shard_grads();
+  const Tensor grads = model_->shard_grads();
   // The global norm: a shard's sum of squares, summed over the data-parallel group. Under
   // expert parallelism (no ZeRO, no tp) see below. Under
   // tensor parallelism each split tensor's piece counts on its rank and a replicated one
@@ -88,7 +87,18 @@ OptimizerStepStats AdamW::step(float lr) {
   }
   if (sharded && model_->shard_comm() != nullptr) sum_squares = model_->shard_comm()->sum(sum_squares);
   if (tp.size > 1 && model_->tensor_comm() != nullptr) sum_squares = model_->tensor_comm()->sum(sum_squares);
-  st.grad_norm = static_cast<float>(std::sqrt(sum_squares));
+  return step(lr, static_cast<float>(std::sqrt(sum_squares)));
+}
+
+OptimizerStepStats AdamW::step(float lr, float grad_norm) {
+  Backend& be = model_->backend();
+  OptimizerStepStats st;
+  const model::ShardOptions& shard = model_->shard();
+  const bool sharded = shard.stage > 0;
+  const int64_t first = sharded ? shard.begin : 0;
+  const int64_t last = sharded ? shard.end : model_->num_params();
+  const Tensor params = model_->shard_params(), grads = model_->shard_grads();
+  st.grad_norm = grad_norm;
   if (o_.grad_clip > 0.0f) {
     const float coef = o_.grad_clip / (st.grad_norm + 1e-6f);
     st.clip_scale = coef < 1.0f ? coef : 1.0f;

@@ -39,6 +39,9 @@ class AdamW {
   // global norm (PyTorch's clip_grad_norm_: scale = min(1, clip / (norm + 1e-6))),
   // then bias-corrected AdamW with decoupled weight decay, none on norms and biases.
   OptimizerStepStats step(float lr);
+  // The same with the global norm computed by the caller (a pipeline stage: the norm over
+  // every stage); clips to grad_clip by it.
+  OptimizerStepStats step(float lr, float grad_norm);
   int64_t steps_taken() const { return t_; }
   // Checkpointing: the first and second moments (flat, table layout, F32) and the step
   // count t that bias correction uses; a restore writes the moments and sets t.

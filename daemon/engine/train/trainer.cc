@@ -271,10 +271,6 @@ void Trainer::print_step(const StepMetrics& m) const {
   std::fflush(stdout);
 }
 
-namespace {
-
-// A resumed run keeps the metrics of the steps up to the checkpoint and drops those a
-// crash left after it, so metrics.jsonl reads as one uninterrupted run.
 Status open_metrics(const std::string& path, int64_t resumed_at, std::ofstream* out) {
   std::vector<std::string> kept;
   if (resumed_at > 0) {
@@ -292,8 +288,6 @@ Status open_metrics(const std::string& path, int64_t resumed_at, std::ofstream* 
   out->flush();
   return Status::ok();
 }
-
-}  // namespace
 
 Status Trainer::run() {
   const TrainOptions& tr = o_.train;

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -153,6 +154,10 @@ class SaveHook {
 // tp > 1 or some axis had collectives, and `<axis>_comm_ms` / `<axis>_exposed_ms` only for
 // the axes that had some.
 std::string metrics_json(const StepMetrics& m);
+// Opens metrics.jsonl for a run resumed after step `resumed_at` (0: a fresh run): keeps the
+// lines of the steps up to it and drops those a crash left after it, so the file reads as
+// one uninterrupted run.
+Status open_metrics(const std::string& path, int64_t resumed_at, std::ofstream* out);
 
 class Trainer {
  public:
