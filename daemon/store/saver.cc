@@ -65,13 +65,16 @@ std::vector<PieceView> ReplicatedDpLayout::restore_views(train::Trainer& trainer
 
 namespace {
 
-// The pieces of the shard [begin, end) of the flat buffer for `role`, viewing `shard` (a
-// tensor holding exactly that range).
-void append_shard_views(const engine::model::ParamTable& table, Role role, int64_t begin, int64_t end,
-                        const engine::Tensor& shard, std::vector<PieceView>* out) {
-  for (const PieceSpec& p : flat_range_pieces(logical_tensors(table), role, begin, end)) {
-    const int64_t flat = table.specs()[static_cast<size_t>(table.find(p.tensor))].offset + p.begin;
-    out->push_back({p, shard.slice(flat - begin, engine::Shape{p.end - p.begin})});
+// The logical pieces of flat range [lo, hi) of `role`, viewing `flat` (a tensor holding the
+// flat buffer's elements from `base` on: the whole buffer, or a ZeRO shard). Tensors held
+// whole on every tp rank are left out unless `replicated`.
+void append_range_views(const engine::model::ParamTable& table, Role role, const engine::Tensor& flat,
+                        int64_t base, int64_t lo, int64_t hi, bool replicated, std::vector<PieceView>* out) {
+  for (const engine::model::ShardPiece& p : engine::model::shard_pieces(table, lo, hi)) {
+    if (!replicated && !table.specs()[static_cast<size_t>(table.find(p.name))].split()) continue;
+    PieceSpec spec{p.name, std::vector<int64_t>(p.shape.dims.begin(), p.shape.dims.begin() + p.shape.ndim),
+                   role, p.begin, p.end};
+    out->push_back({spec, flat.slice(p.flat_offset - base, engine::Shape{p.end - p.begin})});
   }
 }
 
@@ -80,10 +83,12 @@ void append_shard_views(const engine::model::ParamTable& table, Role role, int64
 std::vector<PieceView> ZeroStateLayout::save_views(train::Trainer& trainer) {
   const engine::model::Model& m = trainer.model();
   const int64_t begin = m.shard().begin, end = m.shard().end;
+  const bool replicated = tp_rank_ == 0;
   std::vector<PieceView> out;
-  append_shard_views(m.table(), Role::kWeight, begin, end, m.shard_params(), &out);
-  append_shard_views(m.table(), Role::kAdamM, begin, end, trainer.optimizer().exp_avg(), &out);
-  append_shard_views(m.table(), Role::kAdamV, begin, end, trainer.optimizer().exp_avg_sq(), &out);
+  append_range_views(m.table(), Role::kWeight, m.shard_params(), begin, begin, end, replicated, &out);
+  append_range_views(m.table(), Role::kAdamM, trainer.optimizer().exp_avg(), begin, begin, end, replicated, &out);
+  append_range_views(m.table(), Role::kAdamV, trainer.optimizer().exp_avg_sq(), begin, begin, end, replicated,
+                     &out);
   return out;
 }
 
@@ -92,27 +97,20 @@ std::vector<PieceView> ZeroStateLayout::restore_views(train::Trainer& trainer) {
   const int64_t begin = m.shard().begin, end = m.shard().end;
   std::vector<PieceView> out;
   if (stage_ >= 3) {
-    append_shard_views(m.table(), Role::kWeight, begin, end, m.shard_params(), &out);
+    append_range_views(m.table(), Role::kWeight, m.shard_params(), begin, begin, end, true, &out);
   } else {  // the replicated weights, whole (shard_params() is a view into them)
-    append_shard_views(m.table(), Role::kWeight, 0, m.num_params(), m.params(), &out);
+    append_range_views(m.table(), Role::kWeight, m.params(), 0, 0, m.num_params(), true, &out);
   }
-  append_shard_views(m.table(), Role::kAdamM, begin, end, trainer.optimizer().exp_avg(), &out);
-  append_shard_views(m.table(), Role::kAdamV, begin, end, trainer.optimizer().exp_avg_sq(), &out);
+  append_range_views(m.table(), Role::kAdamM, trainer.optimizer().exp_avg(), begin, begin, end, true, &out);
+  append_range_views(m.table(), Role::kAdamV, trainer.optimizer().exp_avg_sq(), begin, begin, end, true, &out);
   return out;
 }
 
 std::vector<PieceView> model_views(engine::model::Model& model, train::AdamW& opt, int64_t lo, int64_t hi,
                                    bool replicated) {
-  const engine::model::ParamTable& table = model.table();
   std::vector<PieceView> out;
   for (Role role : kAllRoles) {
-    const engine::Tensor flat = flat_of(model, opt, role);
-    for (const engine::model::ShardPiece& p : engine::model::shard_pieces(table, lo, hi)) {
-      if (!replicated && !table.specs()[static_cast<size_t>(table.find(p.name))].split()) continue;
-      PieceSpec spec{p.name, std::vector<int64_t>(p.shape.dims.begin(), p.shape.dims.begin() + p.shape.ndim),
-                     role, p.begin, p.end};
-      out.push_back({spec, flat.slice(p.flat_offset, engine::Shape{p.end - p.begin})});
-    }
+    append_range_views(model.table(), role, flat_of(model, opt, role), 0, lo, hi, replicated, &out);
   }
   return out;
 }

@@ -41,8 +41,8 @@ struct PieceView {
 // Which pieces a rank writes at a save and which it fills at a restore: the interface a
 // sharding strategy implements. Plain dp (ReplicatedDpLayout) holds everything on every
 // rank, writes the dp_rank-th 1/dp slice of each tensor and reads everything back; a ZeRO
-// rank writes and reads the flat ranges of the moments it owns (flat_range_pieces) and
-// whatever weights it holds; a tp rank its shards of each tensor.
+// rank writes and reads the flat ranges of the moments it owns and whatever weights it
+// holds; a tp rank its shards of each tensor; a tp x ZeRO rank the logical pieces of its shard.
 class StateLayout {
  public:
   virtual ~StateLayout() = default;
@@ -60,21 +60,25 @@ class ReplicatedDpLayout final : public StateLayout {
   int dp_, dp_rank_;
 };
 
-// A ZeRO rank (stage 1-3, engine/model/sharding.h): it writes the pieces of its shard
-// [model.shard().begin, end) of the flat buffer for the weights (from shard_params()) and
-// both moments (the optimizer holds them for the shard only), and reads the same back;
-// below stage 3 it also reads the whole weights, which it holds replicated.
+// A ZeRO rank (stage 1-3, engine/model/sharding.h), alone or over tensor-parallel pieces:
+// it holds the shard [model.shard().begin, end) of its flat buffer (under tp the buffer of
+// its tp rank's pieces) for the weights (shard_params()) and both moments (the optimizer
+// holds them for the shard only). It writes that shard as logical pieces (shard_pieces: a
+// row-parallel weight's range is one piece per row), leaving tensors every tp rank holds
+// whole to tp rank 0: each tp coordinate's dp group covers its flat buffer once, so the
+// ranks together cover every logical element once. It reads the same range back (the
+// replicated tensors too), and below stage 3 the whole weights, which it holds.
 class ZeroStateLayout final : public StateLayout {
  public:
-  explicit ZeroStateLayout(int stage) : stage_(stage) {}
+  explicit ZeroStateLayout(int stage, int tp_rank = 0) : stage_(stage), tp_rank_(tp_rank) {}
   std::vector<PieceView> save_views(engine::train::Trainer& trainer) override;
   std::vector<PieceView> restore_views(engine::train::Trainer& trainer) override;
 
  private:
-  int stage_;
+  int stage_, tp_rank_;
 };
 
-// A tensor-parallel rank (tp > 1, no ZeRO): its tensors are pieces of the logical tensors
+// A tensor-parallel rank (tp > 1, no ZeRO; with ZeRO see ZeroStateLayout): its tensors are pieces of the logical tensors
 // (engine/model/params.h ParamSpec::pieces). dp rank d of each tp coordinate writes the
 // d-th 1/dp slice of the rank's flat buffer, as logical ranges; tensors every tp rank holds
 // whole (norms, row-parallel biases, positions) only tp rank 0 writes. A restore reads every

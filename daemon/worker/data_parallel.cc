@@ -320,25 +320,19 @@ Status train_data_parallel(const DataParallelRun& run) {
   DataParallelHooks hooks(run, plugin.get(), zero.get(), tensor.get(), expert.get(), &dp_values);
   (*trainer)->set_hooks(&hooks);
   // What this rank writes and reads back: plain dp holds everything (and writes its 1/dp
-  // slice of it); a ZeRO rank its shard of the flat buffer; a tp rank its logical pieces
-  // (store/saver.h). ZeRO over tp pieces has no layout yet: no checkpoints there.
-  const bool tp_zero = run.tp > 1 && plugin && plugin->plan().stage > 0;
-  if (tp_zero && run.resume != nullptr) {
-    return Status::invalid(fmt::format("{}: a checkpoint of step {} exists, but tp x zero{} cannot resume "
-                                       "checkpoints yet; resume it with zero0 (or tp1), or remove it",
-                                       run.ckpt_root, run.resume->state.step, plugin->plan().stage));
-  }
+  // slice of it); a ZeRO rank its shard of the flat buffer (under tp: of its tp pieces); a
+  // tp rank its logical pieces (store/saver.h).
   std::unique_ptr<store::StateLayout> layout;
   if (plugin && plugin->plan().stage > 0) {
-    layout = std::make_unique<store::ZeroStateLayout>(plugin->plan().stage);
+    layout = std::make_unique<store::ZeroStateLayout>(plugin->plan().stage, run.tp > 1 ? run.tp_rank : 0);
   } else if (run.tp > 1) {
     layout = std::make_unique<store::TensorParallelLayout>(run.tp_rank, run.dp, run.dp_rank);
   } else if (run.ep > 1) {
     layout = std::make_unique<store::ExpertParallelLayout>(run.dp, run.dp_rank, run.expert_dp,
                                                            run.expert_dp_rank);
   }
-  // Resume: every rank reads what it holds back from the pieces (written on any dp size or
-  // ZeRO stage); the step fixes the data, dropout and learning rate from there on.
+  // Resume: every rank reads what it holds back from the pieces (written on any dp size,
+  // ZeRO stage or tp); the step fixes the data, dropout and learning rate from there on.
   if (run.resume != nullptr) {
     PARTRAIN_RETURN_IF_ERROR(store::restore_trainer(**trainer, run.ckpt_root, *run.resume, layout.get()));
     if (run.rank == 0) {
@@ -352,8 +346,7 @@ Status train_data_parallel(const DataParallelRun& run) {
     }
   }
   std::unique_ptr<store::CheckpointSaver> saver;
-  if (tp_zero && run.rank == 0) log::warn("worker", "tp x zero: this run saves no checkpoint");
-  if (run.committer != nullptr && !tp_zero) {
+  if (run.committer != nullptr) {
     store::SaverOptions so;
     so.root = run.ckpt_root;
     so.every = job.checkpoint.every;

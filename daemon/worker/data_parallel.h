@@ -83,7 +83,7 @@ struct DataParallelRun {
 
 // Trains job->training.steps steps (from the resume checkpoint's step on, when given),
 // saving as [checkpoint] says: dp rank r writes the r-th 1/dp slice of every tensor (a ZeRO
-// rank its shard). Rank 0 prints step lines and writes metrics.jsonl
+// rank its shard, under tp as logical pieces). Rank 0 prints step lines and writes metrics.jsonl
 // (the trainer's fields plus, per axis, dp_comm_ms: first gradient collective started to
 // last finished, dp_exposed_ms: of that, the time the rank waited; tp_comm_ms = tp_exposed_ms:
 // the time inside the regions' collectives; comm_ms, exposed_ms and collectives: the sums

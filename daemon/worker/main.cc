@@ -108,13 +108,6 @@ Status run(const std::string& job_path) {
                 pipeline::describe_partition(pipe->parts, layout->pp()));
     }
   }
-  if (layout->tp() > 1 && job->parallelism.zero > 0 && job->checkpoint.every > 0) {
-    return Status::invalid(fmt::format(
-        "--partrain={}: [checkpoint] every = {} with tp {} and zero{}: checkpoints of ZeRO shards "
-        "of tensor-parallel pieces are not written yet; set every = 0, or use tp with zero0, or "
-        "zeroN with tp1", job->parallelism.to_string(), job->checkpoint.every, layout->tp(),
-        job->parallelism.zero));
-  }
   const RankCoord coord = layout->coord(*rank);
 
   // Rendezvous (the coordinator's store), then the tp and dp communicators (Gloo over TCP).
