@@ -42,7 +42,8 @@ struct PieceView {
 // sharding strategy implements. Plain dp (ReplicatedDpLayout) holds everything on every
 // rank, writes the dp_rank-th 1/dp slice of each tensor and reads everything back; a ZeRO
 // rank writes and reads the flat ranges of the moments it owns and whatever weights it
-// holds; a tp rank its shards of each tensor; a tp x ZeRO rank the logical pieces of its shard.
+// holds; a tp rank its shards of each tensor; a tp x ZeRO rank the logical pieces of its
+// ZeRO shard.
 class StateLayout {
  public:
   virtual ~StateLayout() = default;

@@ -3,7 +3,7 @@
 // is run again, and it must resume by itself from the newest checkpoint that verifies with
 // no committed step lost, and its metrics.jsonl must equal an uninterrupted run's: the
 // loss and grad_norm text of every step bit for bit on the same layout, within 1e-5
-// relative on another dp size. Crashes at exact instants use PARTRAIN_FAULT (store/fault.h):
+// relative on another (dp size, ZeRO stage, tp, tp x zeroN, one rank). Crashes at exact instants use PARTRAIN_FAULT (store/fault.h):
 // the process kills itself with SIGKILL there, as kill -9 would.
 #include <netinet/in.h>
 #include <signal.h>
