@@ -26,6 +26,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -83,14 +84,24 @@ class FaultMatrix : public ::testing::Test {
     fs::remove_all(dir_);
   }
 
-  // The demo job with checkpoints every 4 steps; `extra` goes into [checkpoint].
+  // The demo job (example_, edited by model_edit_) with checkpoints every 4 steps; `extra`
+  // goes into [checkpoint].
   std::string job(const std::string& name, const std::string& extra = "") {
-    const std::string src = std::string(PARTRAIN_SOURCE_DIR) + "/etc/examples/tiny.toml";
+    const std::string src = std::string(PARTRAIN_SOURCE_DIR) + "/etc/examples/" + example_;
     std::string text = slurp(src);
     const std::string data = "\"data/licenses_train.bin\"";
     text.replace(text.find(data), data.size(),
                  "\"" + std::string(PARTRAIN_SOURCE_DIR) + "/etc/examples/data/licenses_train.bin\"");
-    text.replace(text.find("every = 0"), 9, "every = 4\n" + extra);
+    if (const size_t at = text.find("every = 0"); at != std::string::npos) {
+      text.replace(at, 9, "every = 4\n" + extra);
+    } else {
+      text += "\n[checkpoint]\nevery = 4\n" + extra;
+    }
+    if (!model_edit_.first.empty()) {
+      const size_t at = text.find(model_edit_.first);
+      EXPECT_NE(at, std::string::npos) << model_edit_.first;
+      if (at != std::string::npos) text.replace(at, model_edit_.first.size(), model_edit_.second);
+    }
     const std::string path = dir_ + "/" + name + ".toml";
     std::ofstream(path) << text;
     return path;
@@ -209,6 +220,8 @@ class FaultMatrix : public ::testing::Test {
   }
 
   std::string dir_, mounted_;
+  std::string example_ = "tiny.toml";               // the example job() starts from
+  std::pair<std::string, std::string> model_edit_;  // text job() replaces in it
   int runs_ = 0;
 };
 
@@ -370,6 +383,17 @@ TEST_F(FaultMatrix, TensorParallelZeroResumesOnDataParallelAndOneRank) {
   fs::remove_all(dir_ + "/ref4");
   elastic_chain("tpzero_one", {{"tp2,dp2,zero2", 4}, {"", 0}, {"tp2,dp2,zero2", 4}});
   EXPECT_EQ(cli({"ckpt", "verify", dir_ + "/tpzero_one"}, &out), 0) << out;
+}
+
+// LLaMA (grouped-query attention, fused gate/up, untied head) with a vocabulary of 257:
+// under tp2 the two tp ranks hold 129 and 128 vocabulary rows, so their flat buffers and
+// ZeRO shards differ in size. tp2 x zero3 x dp2 -> one rank -> tp2 x zero2 x dp2.
+TEST_F(FaultMatrix, TensorParallelZeroUnevenVocabularyResumesOnOneRankAndBack) {
+  example_ = "llama-tiny.toml";
+  model_edit_ = {"vocab_size = 256", "vocab_size = 257"};
+  elastic_chain("tpzero_llama", {{"tp2,dp2,zero3", 4}, {"", 0}, {"tp2,dp2,zero2", 4}});
+  std::string out;
+  EXPECT_EQ(cli({"ckpt", "verify", dir_ + "/tpzero_llama"}, &out), 0) << out;
 }
 
 // In-job restart: the agent replaces a dead worker's group from the newest checkpoint
