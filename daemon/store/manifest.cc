@@ -219,16 +219,4 @@ std::vector<PieceSpec> dp_slice_pieces(const std::vector<LogicalTensor>& tensors
   return out;
 }
 
-std::vector<PieceSpec> flat_range_pieces(const std::vector<LogicalTensor>& tensors, Role role, int64_t begin,
-                                         int64_t end) {
-  std::vector<PieceSpec> out;
-  int64_t at = 0;
-  for (const LogicalTensor& t : tensors) {
-    const int64_t lo = std::max(begin, at), hi = std::min(end, at + t.numel());
-    if (lo < hi) out.push_back({t.name, t.shape, role, lo - at, hi - at});
-    at += t.numel();
-  }
-  return out;
-}
-
 }  // namespace partrain::store

@@ -92,10 +92,4 @@ Status check_complete(const std::vector<PieceRecord>& pieces,
 std::vector<PieceSpec> dp_slice_pieces(const std::vector<LogicalTensor>& tensors, int dp,
                                        int dp_rank);
 
-// The per-tensor pieces of elements [begin, end) of the concatenation of `tensors` (in
-// that order, as the flat parameter buffer lays them out) for `role`: what a rank that
-// owns that flat range of, say, the Adam moments writes.
-std::vector<PieceSpec> flat_range_pieces(const std::vector<LogicalTensor>& tensors, Role role, int64_t begin,
-                                         int64_t end);
-
 }  // namespace partrain::store

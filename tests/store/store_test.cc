@@ -61,34 +61,6 @@ TEST(Manifest, DpSlicesCoverEveryElementOnce) {
   }
 }
 
-// A ZeRO rank owns a flat range of the concatenated moments: it becomes per-tensor pieces,
-// and the ranges of all ranks together cover every tensor.
-TEST(Manifest, FlatRangesSplitAtTensorEdges) {
-  // tensors(): 21 + 5 + 2 = 28 elements, in that order.
-  const std::vector<PieceSpec> p = flat_range_pieces(tensors(), Role::kAdamM, 19, 27);
-  ASSERT_EQ(p.size(), 3u);
-  EXPECT_EQ(p[0].tensor, "wte.weight");
-  EXPECT_EQ(p[0].begin, 19);
-  EXPECT_EQ(p[0].end, 21);
-  EXPECT_EQ(p[1].tensor, "h.0.ln_1.bias");
-  EXPECT_EQ(p[1].begin, 0);
-  EXPECT_EQ(p[1].end, 5);
-  EXPECT_EQ(p[2].tensor, "ln_f.weight");
-  EXPECT_EQ(p[2].end, 1);
-  std::vector<PieceRecord> all;
-  for (Role role : kAllRoles) {
-    for (auto [a, b] : {std::pair<int64_t, int64_t>{0, 11}, {11, 28}}) {
-      for (const PieceSpec& s : flat_range_pieces(tensors(), role, a, b)) {
-        PieceRecord r;
-        r.spec = s;
-        r.bytes = static_cast<uint64_t>(s.end - s.begin) * 4;
-        all.push_back(r);
-      }
-    }
-  }
-  EXPECT_TRUE(check_complete(all, tensors()).is_ok());
-}
-
 TEST(Manifest, RoundTripsThroughText) {
   Checkpoint c;
   c.state = {12, 192, 1, 1337, 12, 12, 1.0, 12288, "dp2", 2};
