@@ -2,7 +2,7 @@
 // ep plugin on each stage's ep group): ep2 x pp2 on dp4 (8 ranks, expert-data-parallel
 // groups of 2) with 1F1B, ep2 x pp2 on dp2 with GPipe and with interleaved 1F1B (v = 2),
 // and ep4 x pp2 on dp4 train exactly what one rank trains on etc/examples/moe-tiny.toml
-// (4 experts, top-2, micro-batches of 2, 20 steps): the loss, the clipped norm and the aux
+// (4 experts, top-2, micro-batches of 2, 20 steps; also a LLaMA MoE on ep2 x pp2 x dp4): the loss, the clipped norm and the aux
 // loss within 1e-5 relative, the per-block expert token counts (every stage's blocks, in
 // global block order) and the dropped tokens exactly, with a capacity that drops tokens
 // and one that drops none. A checkpoint written on ep2 x pp2 x dp4 resumes on one rank,
@@ -22,13 +22,19 @@ namespace {
 using namespace partrain::testing_runtime;
 
 const std::string kMoe = std::string(PARTRAIN_SOURCE_DIR) + "/etc/examples/moe-tiny.toml";
+const std::string kLlama = std::string(PARTRAIN_SOURCE_DIR) + "/etc/examples/llama-tiny.toml";
 constexpr int kSteps = 20;
 
-// moe-tiny with `layers` blocks (all MoE), micro-batches of 2 sequences (global batch 16),
-// the given capacity factor, and `extra` TOML appended.
+// moe-tiny (or, for `llama`, llama-tiny given the same experts: SwiGLU experts, untied head)
+// with `layers` blocks (all MoE), micro-batches of 2 sequences (global batch 16), the given
+// capacity factor, and `extra` TOML appended.
 std::string moe_pp_job(const std::string& dir, int layers, const std::string& capacity,
-                       const std::string& extra = "") {
-  const std::string path = job_copy(kMoe, dir, "job.toml", extra);
+                       const std::string& extra = "", bool llama = false) {
+  const std::string path = job_copy(llama ? kLlama : kMoe, dir, "job.toml", extra);
+  if (llama) {
+    edit_file(path, {{"[model]\n", "[model]\nmoe_experts = 4\nmoe_top_k = 2\nmoe_every = 1\n"
+                                  "moe_capacity_factor = 1.25\nmoe_aux_loss_coef = 0.01\n"}});
+  }
   edit_file(path, {{"layers = 2", "layers = " + std::to_string(layers)},
                    {"micro_batch = 8", "micro_batch = 2"},
                    {"moe_capacity_factor = 1.25", "moe_capacity_factor = " + capacity}});
@@ -43,6 +49,7 @@ struct Case {
   int ep;
   const char* capacity;  // moe_capacity_factor
   bool drops;            // does this capacity drop tokens on one rank?
+  bool llama = false;    // llama-tiny with moe-tiny's experts instead of moe-tiny
 };
 
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
@@ -52,7 +59,7 @@ class EpPpMatchesOneRank : public Runtime, public ::testing::WithParamInterface<
 // The reference is `partrain run` on one rank (the engine's trainer, every expert local).
 TEST_P(EpPpMatchesOneRank, OverTwentySteps) {
   const Case c = GetParam();
-  const std::string job = moe_pp_job(dir_, c.layers, c.capacity);
+  const std::string job = moe_pp_job(dir_, c.layers, c.capacity, "", c.llama);
   Proc one = start({PARTRAIN_CLI, "run", job, "--steps", std::to_string(kSteps)}, env("one"), dir_, "one");
   ASSERT_EQ(wait_exit(one.pid), 0) << slurp(one.err);
   const std::string spec = std::string("--partrain=") + c.spec;
@@ -82,7 +89,7 @@ TEST_P(EpPpMatchesOneRank, OverTwentySteps) {
   // blocks, by hand (moe-tiny: V 256, T 64, C 128, F 512, 4 experts per block). Two blocks on
   // pp2: stage 0 (ranks 0 .. dp-1) has wte, wpe and block 0; stage 1 block 1, ln_f and its
   // copy of the tied wte.
-  if (c.layers == 2) {
+  if (c.layers == 2 && !c.llama) {
     const double block = 256 + (3 * 128 * 128 + 384) + (128 * 128 + 128) + 256 + 4 * 128;
     const double expert = (512 * 128 + 512) + (128 * 512 + 128);
     const double stage0 = 256 * 128 + 64 * 128 + block + 4 * expert / c.ep;
@@ -101,7 +108,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"ep2_pp2_dp4_1f1b", "ep2,pp2,sched=1f1b", 8, 2, 2, "2.0", false},
                       Case{"ep2_pp2_dp2_gpipe_dropping", "ep2,pp2,sched=gpipe", 4, 2, 2, "1.0", true},
                       Case{"ep2_pp2_dp2_interleaved2_dropping", "ep2,pp2,sched=interleaved:2", 4, 4, 2, "1.0", true},
-                      Case{"ep4_pp2_dp4_interleaved2_dropping", "ep4,pp2,sched=interleaved:2", 8, 4, 4, "1.0", true}),
+                      Case{"ep4_pp2_dp4_interleaved2_dropping", "ep4,pp2,sched=interleaved:2", 8, 4, 4, "1.0", true},
+                      Case{"llama_ep2_pp2_dp4_dropping", "ep2,pp2", 8, 2, 2, "1.0", true, true}),
     [](const ::testing::TestParamInfo<Case>& i) { return std::string(i.param.name); });
 
 // Expert shards are saved under their logical names, each once (the coordinator refuses a
