@@ -113,7 +113,7 @@ class DataParallelHooks final : public engine::train::StepHooks {
     PARTRAIN_RETURN_IF_ERROR(plugin_->grads_done(stage() < 2 ? m.grads().ptr<float>() : nullptr));
     if (expert_ != nullptr) {
       PARTRAIN_RETURN_IF_ERROR(expert_->status());
-      PARTRAIN_RETURN_IF_ERROR(reduce_expert_grads(m));
+      PARTRAIN_RETURN_IF_ERROR(reduce_expert_grads(*expert_, m, 1.0f / static_cast<float>(run_.dp)));
     }
     return reduce_moe_stats(sm);
   }
@@ -166,26 +166,6 @@ class DataParallelHooks final : public engine::train::StepHooks {
 
  private:
   int stage() const { return plugin_->plan().stage; }
-
-  // Expert parallel: the experts' gradients, summed over the ranks holding the same experts,
-  // divided by dp (see data_parallel.h), one plugin call per run of consecutive expert
-  // tensors (one per MoE block).
-  Status reduce_expert_grads(engine::model::Model& m) {
-    const auto& specs = m.table().specs();
-    float* grads = m.grads().ptr<float>();
-    const float scale = 1.0f / static_cast<float>(run_.dp);
-    for (size_t i = 0; i < specs.size();) {
-      if (!specs[i].expert) {
-        ++i;
-        continue;
-      }
-      const int64_t lo = specs[i].offset;
-      while (i < specs.size() && specs[i].expert) ++i;
-      const int64_t hi = i < specs.size() ? specs[i].offset : m.num_params();
-      PARTRAIN_RETURN_IF_ERROR(expert_->reduce_expert_grads(grads + lo, static_cast<size_t>(hi - lo), scale));
-    }
-    return Status::ok();
-  }
 
   // MoE routing counts and the aux loss of the global batch: summed over the dp group (the
   // counts are whole numbers well inside float's exact range), the aux loss averaged.
@@ -281,11 +261,8 @@ Status train_data_parallel(const DataParallelRun& run) {
     plugin = std::make_unique<DataPlugin>(run.plugin_v1, run.plugin_v2);
     // This rank's flat buffer: its tensor-parallel pieces under tp.
     // Under ep the experts are reduced apart: the plugin sees the replicated parameters.
-    size_t num_params = 0;
-    const engine::model::ParamTable table = engine::model::build_param_table(job.model, o.tp, o.ep);
-    for (const auto& spec : table.specs()) {
-      if (!(spec.expert && run.ep > 1)) num_params += static_cast<size_t>(spec.numel());
-    }
+    const size_t num_params =
+        replicated_numel(engine::model::build_param_table(job.model, o.tp, o.ep), run.ep);
     const uint64_t features = PARTRAIN_HOST_SHARD_OPTIMIZER | PARTRAIN_HOST_SHARD_GRADS |
                               PARTRAIN_HOST_SHARD_PARAMS | buffer_memory_feature(job.device);
     PARTRAIN_RETURN_IF_ERROR(plugin->init(run.plugin_config, run.dp_comm, run.rank, num_params, features));

@@ -65,4 +65,28 @@ Status ExpertPluginComm::step_end(partrain_expert_stats_v1_t* stats) {
   return status_;
 }
 
+size_t replicated_numel(const engine::model::ParamTable& table, int ep) {
+  size_t n = 0;
+  for (const engine::model::ParamSpec& spec : table.specs()) {
+    if (!(spec.expert && ep > 1)) n += static_cast<size_t>(spec.numel());
+  }
+  return n;
+}
+
+Status reduce_expert_grads(ExpertPluginComm& comm, engine::model::Model& model, float scale) {
+  const auto& specs = model.table().specs();
+  float* grads = model.grads().ptr<float>();
+  for (size_t i = 0; i < specs.size();) {
+    if (!specs[i].expert) {
+      ++i;
+      continue;
+    }
+    const int64_t lo = specs[i].offset;
+    while (i < specs.size() && specs[i].expert) ++i;
+    const int64_t hi = i < specs.size() ? specs[i].offset : model.num_params();
+    PARTRAIN_RETURN_IF_ERROR(comm.reduce_expert_grads(grads + lo, static_cast<size_t>(hi - lo), scale));
+  }
+  return Status::ok();
+}
+
 }  // namespace partrain::worker

@@ -11,6 +11,7 @@
 #include "comm/communicator.h"
 #include "common/status.h"
 #include "engine/model/expert_parallel.h"
+#include "engine/model/model.h"
 #include "partrain/expert.h"
 
 namespace partrain::worker {
@@ -50,5 +51,16 @@ class ExpertPluginComm final : public engine::model::ExpertComm {
   Status status_;
   char err_[1024] = {0};
 };
+
+// What the data-parallel loop and the pipeline executor both do under ep > 1:
+
+// The elements the data plugin averages over the dp group: every tensor but the experts'
+// (all of them when ep == 1).
+size_t replicated_numel(const engine::model::ParamTable& table, int ep);
+
+// The model's expert gradients summed over the expert-data-parallel group, times `scale`
+// (1/dp: each already holds every ep rank's micro-batches, each scaled 1/m): one plugin
+// call per run of consecutive expert tensors (one per MoE block).
+Status reduce_expert_grads(ExpertPluginComm& comm, engine::model::Model& model, float scale);
 
 }  // namespace partrain::worker

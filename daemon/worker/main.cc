@@ -85,10 +85,10 @@ Status run(const std::string& job_path) {
         "--partrain={}: this partrain runs tensor-, pipeline-, expert- and data-parallel layouts "
         "only (cp 1); the context-parallel runtime is not installed yet", job->parallelism.to_string()));
   }
-  if (layout->ep() > 1 && (layout->tp() > 1 || layout->pp() > 1 || job->parallelism.zero > 0)) {
+  if (layout->ep() > 1 && (layout->tp() > 1 || job->parallelism.zero > 0)) {
     return Status::invalid(fmt::format(
-        "--partrain={}: expert parallelism runs with plain data parallelism only (tp1, pp1, "
-        "zero0) in this version; drop tp/pp/zeroN, or drop ep", job->parallelism.to_string()));
+        "--partrain={}: expert parallelism runs with plain data and pipeline parallelism only "
+        "(tp1, zero0) in this version; drop tp/zeroN, or drop ep", job->parallelism.to_string()));
   }
   if (layout->pp() > 1 && job->device != "cpu") {
     return Status::invalid(fmt::format(

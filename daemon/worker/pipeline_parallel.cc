@@ -26,6 +26,8 @@
 #include "store/saver.h"
 #include "plugin/schedule_loader.h"
 #include "worker/data_plugin.h"
+#include "worker/expert_plugin.h"
+#include "worker/pipeline_sums.h"
 #include "worker/tensor_plugin.h"
 
 namespace partrain::worker {
@@ -84,28 +86,6 @@ double ms_since(Clock::time_point t0) {
 constexpr uint32_t kTagActivation = 1;
 constexpr uint32_t kTagGrad = 2;
 constexpr uint32_t kTagTied = 3;
-
-// A double through float collectives: its float head and the float rest.
-struct Split2 {
-  float head, rest;
-};
-Split2 split(double x) {
-  const float h = static_cast<float>(x);
-  return {h, static_cast<float>(x - static_cast<double>(h))};
-}
-double join(float head, float rest) { return static_cast<double>(head) + static_cast<double>(rest); }
-
-// A wall-clock time in microseconds as three 22-bit pieces, each exact in a float.
-void pack_us(int64_t us, float* out) {
-  const uint64_t u = static_cast<uint64_t>(us);
-  out[0] = static_cast<float>(u >> 44);
-  out[1] = static_cast<float>((u >> 22) & 0x3fffff);
-  out[2] = static_cast<float>(u & 0x3fffff);
-}
-int64_t unpack_us(const float* in) {
-  return static_cast<int64_t>((static_cast<uint64_t>(in[0]) << 44) | (static_cast<uint64_t>(in[1]) << 22) |
-                              static_cast<uint64_t>(in[2]));
-}
 
 // One chunk of this rank: a stage model, its optimizer, and its transfer buffers.
 struct Chunk {
@@ -171,7 +151,7 @@ class PipelineRunner {
   Status hand_over(Chunk& c);
   Status sum_tied_embeddings();
   Status reduce_loss_and_stop(double* loss);
-  Status measure_bubble(double* bubble);
+  std::vector<store::PieceView> save_views(Chunk& c);
   Result<float> global_norm();
   int slot(Chunk& c, int mb);
   void post_receives(size_t count);
@@ -197,6 +177,7 @@ class PipelineRunner {
   std::vector<Chunk> chunks_;
   std::unique_ptr<DataPlugin> plugin_;
   std::unique_ptr<TensorPluginComm> tensor_;  // tp > 1
+  std::unique_ptr<ExpertPluginComm> expert_;  // ep > 1: every chunk's MoE blocks on the ep group
   std::unique_ptr<store::CheckpointSaver> saver_;  // null without a committer
   std::vector<int32_t> inputs_, targets_;
   std::vector<comm::WorkHandle> sends_;  // this step's, waited for at its end
@@ -204,6 +185,7 @@ class PipelineRunner {
   size_t next_recv_ = 0;                 // the first of them not posted yet this step
   double flops_per_token_ = 0, peak_flops_ = 0;
   int64_t step_ = 0, tokens_ = 0;
+  double aux_ = 0;  // this step's MoE aux losses of this rank's forwards
   bool stop_ = false;
   // This step's timeline: first action start, last action end, busy time (wall-clock us),
   // and the point-to-point time (first posted to last done) and the waits for it.
@@ -242,9 +224,18 @@ Status PipelineRunner::setup() {
     tensor_ = std::make_unique<TensorPluginComm>(run_.tensor_plugin, run_.tp_comm);
     PARTRAIN_RETURN_IF_ERROR(tensor_->init(run_.tensor_config, tp.sp, run_.rank, run_.world));
   }
+  // Expert parallel inside the stages: the ep plugin on the ep (and expert-dp) group, one
+  // instance for all chunks (their MoE blocks run in the action list's order, the same on
+  // every rank of the ep group, which shares this rank's stage).
+  const engine::model::ExpertOptions ep{run_.ep_rank, run_.ep};
+  if (run_.ep > 1) {
+    expert_ = std::make_unique<ExpertPluginComm>(run_.expert_plugin, run_.ep_comm, run_.expert_dp_comm);
+    PARTRAIN_RETURN_IF_ERROR(expert_->init(run_.expert_config, job_.model.moe_experts, run_.rank, run_.world));
+  }
   // One stage model per chunk, with a slot per micro-batch it holds at once.
   const int64_t N = tokens_per_micro_batch();
   int64_t offset = 0;
+  size_t replicated = 0;  // what the data plugin averages: all but the experts under ep
   chunks_.resize(static_cast<size_t>(shape_.v));
   for (int c = 0; c < shape_.v; ++c) {
     Chunk& ch = chunks_[static_cast<size_t>(c)];
@@ -253,11 +244,12 @@ Status PipelineRunner::setup() {
     const int slots = slots_needed(actions_, c, shape_.m);
     bool split = false;
     for (const Action& a : actions_) split = split || (a.chunk == c && a.kind == Kind::kBackwardInput);
-    auto model = engine::model::Model::create(job_.model, be_.get(), mb_, job_.training.seed, {}, tp, {},
+    auto model = engine::model::Model::create(job_.model, be_.get(), mb_, job_.training.seed, {}, tp, ep,
                                               {ch.part.first_block, ch.part.end_block, slots, split});
     if (!model) return model.status();
     ch.model = std::move(model).value();
     if (tensor_) ch.model->set_tensor_comm(tensor_.get());
+    if (expert_) ch.model->set_expert_comm(expert_.get());
     // What crosses a stage boundary: the residual stream's rows this rank holds.
     const engine::Shape rows = ch.model->stage_input(0).shape;
     auto opt = engine::train::AdamW::create(ch.model.get(), job_.training);
@@ -276,6 +268,7 @@ Status PipelineRunner::setup() {
     if (!ch.model->first_stage()) PARTRAIN_RETURN_IF_ERROR(buffers(&ch.grad_out, shape_.m));
     ch.offset = offset;
     offset += ch.model->num_params();
+    replicated += replicated_numel(ch.model->table(), run_.ep);
     ch.recv_act.resize(static_cast<size_t>(shape_.m));
     ch.recv_grad.resize(static_cast<size_t>(shape_.m));
     if (run_.rank == 0 || run_.dp_rank == 0) {
@@ -294,7 +287,7 @@ Status PipelineRunner::setup() {
     }
     plugin_ = std::make_unique<DataPlugin>(run_.plugin_v1, run_.plugin_v2);
     PARTRAIN_RETURN_IF_ERROR(plugin_->init(run_.plugin_config, run_.dp_comm, run_.rank,
-                                           static_cast<size_t>(offset), 0));
+                                           replicated, 0));
     if (plugin_->plan().stage != 0) {
       return Status::invalid("the data plugin shards training state (ZeRO); pipeline stages run "
                              "with plain dp in this version");
@@ -342,6 +335,38 @@ Status PipelineRunner::resume() {
   return Status::ok();
 }
 
+// What chunk `c` writes at a save, so the pieces of all ranks cover every tensor once:
+// dp rank d the d-th 1/dp of its flat buffers as logical pieces (under tp, tensors every tp
+// rank holds whole from tp rank 0 only); a tied head's copy of wte is left to the first
+// stage. Under ep the ranks of an ep group hold different experts: dp rank d writes the
+// d-th 1/dp of each replicated tensor, expert-dp rank e the e-th 1/expert_dp of each of its
+// experts (store::ExpertParallelLayout's split).
+std::vector<store::PieceView> PipelineRunner::save_views(Chunk& c) {
+  const int64_t n = c.model->num_params();
+  std::vector<store::PieceView> out;
+  if (!expert_) {
+    for (store::PieceView& v : store::model_views(*c.model, *c.opt, n * run_.dp_rank / run_.dp,
+                                                  n * (run_.dp_rank + 1) / run_.dp, run_.tp_rank == 0)) {
+      if (!(c.tied_head && v.spec.tensor == tied_name())) out.push_back(std::move(v));
+    }
+    return out;
+  }
+  const engine::model::ParamTable& table = c.model->table();
+  for (store::PieceView& v : store::model_views(*c.model, *c.opt, 0, n, true)) {  // whole tensors
+    if (c.tied_head && v.spec.tensor == tied_name()) continue;
+    const bool expert = table.specs()[static_cast<size_t>(table.find(v.spec.tensor))].expert;
+    const int64_t parts = expert ? run_.expert_dp : run_.dp, k = expert ? run_.expert_dp_rank : run_.dp_rank;
+    const int64_t len = v.spec.end - v.spec.begin;
+    const int64_t lo = len * k / parts, hi = len * (k + 1) / parts;
+    if (hi == lo) continue;
+    v.tensor = v.tensor.slice(lo, engine::Shape{hi - lo});
+    v.spec.end = v.spec.begin + hi;
+    v.spec.begin += lo;
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
 int PipelineRunner::slot(Chunk& c, int mb) {
   int& s = c.slot_of[static_cast<size_t>(mb)];
   if (s < 0) {
@@ -377,6 +402,7 @@ Status PipelineRunner::forward(Chunk& c, const Action& a, engine::train::StepMet
       c.model->forward({inputs_.data(), targets_.data(), mb_, first, step_}, s);
   if (!parts) return parts.status();
   *loss += parts->loss;  // the last stage's cross-entropy and every stage's aux loss
+  aux_ += parts->aux;
   return Status::ok();
 }
 
@@ -405,6 +431,7 @@ Status PipelineRunner::hand_over(Chunk& c) {
   const auto& specs = c.model->table().specs();
   float* grads = c.model->grads().ptr<float>();
   for (size_t i = specs.size(); i-- > 0;) {
+    if (specs[i].expert && expert_) continue;  // summed over expert-dp apart (step())
     PARTRAIN_RETURN_IF_ERROR(plugin_->grads_ready(grads + specs[i].offset,
                                                   static_cast<size_t>(c.offset + specs[i].offset),
                                                   static_cast<size_t>(specs[i].numel()), nullptr));
@@ -442,7 +469,9 @@ Status PipelineRunner::run_actions(engine::train::StepMetrics* m, double* loss) 
     for (int s = c.model->stage().slots; s-- > 0;) c.free_slots.push_back(s);
     c.backwards = 0;
     c.model->zero_grads();
+    c.model->reset_moe_stats();
   }
+  aux_ = 0;
   p2p_any_ = false;
   exposed_ms_ = 0;
   busy_us_ = 0;
@@ -537,17 +566,22 @@ Status PipelineRunner::sum_tied_embeddings() {
 
 // The clipping norm over every stage: this rank's sum of squares (the head's copy of wte
 // left out: the first stage counts it), summed over pp. The dp ranks of a stage hold the
-// same (averaged) gradients.
+// same (averaged) gradients; under ep each holds its experts only, whose squares are summed
+// over the ep group first (the ranks of an expert-dp group hold the same experts).
 Result<float> PipelineRunner::global_norm() {
-  double local = 0;
+  double local = 0, experts = 0;
   for (Chunk& c : chunks_) {
     const auto& specs = c.model->table().specs();
     for (size_t i = 0; i < specs.size(); ++i) {
       if (c.tied_head && specs[i].name == tied_name()) continue;
       // Under tp a split tensor's piece counts on its rank, a replicated one on tp rank 0.
       if (run_.tp > 1 && !specs[i].split() && run_.tp_rank != 0) continue;
-      local += be_->sum_squares(c.model->grad(static_cast<int>(i)));
+      (specs[i].expert && expert_ ? experts : local) += be_->sum_squares(c.model->grad(static_cast<int>(i)));
     }
+  }
+  if (expert_) {
+    local += expert_->sum(experts);
+    PARTRAIN_RETURN_IF_ERROR(expert_->status());
   }
   if (tensor_) local = tensor_->sum(local);
   const Split2 p = split(local);
@@ -575,28 +609,6 @@ Status PipelineRunner::reduce_loss_and_stop(double* loss) {
   return Status::ok();
 }
 
-// The measured bubble of this step's action lists: every pp rank's first start, last end
-// and busy time (wall clock, so ranks on one machine share the time base), gathered.
-Status PipelineRunner::measure_bubble(double* bubble) {
-  const int P = shape_.pp;
-  float mine[9];
-  pack_us(t_begin_, mine);
-  pack_us(t_end_, mine + 3);
-  pack_us(busy_us_, mine + 6);
-  std::vector<float> all(static_cast<size_t>(9 * P));
-  PARTRAIN_RETURN_IF_ERROR(pipe_.pp_comm->all_gather(mine, all.data(), 9)->wait());
-  int64_t begin = INT64_MAX, end = 0, busy = 0;
-  for (int r = 0; r < P; ++r) {
-    const float* x = all.data() + 9 * r;
-    begin = std::min(begin, unpack_us(x));
-    end = std::max(end, unpack_us(x + 3));
-    busy += unpack_us(x + 6);
-  }
-  const double makespan = static_cast<double>(end - begin);
-  *bubble = makespan > 0 ? 1.0 - static_cast<double>(busy) / (P * makespan) : 0.0;
-  return Status::ok();
-}
-
 Result<engine::train::StepMetrics> PipelineRunner::step() {
   const engine::TrainOptions& tr = job_.training;
   engine::train::StepMetrics m;
@@ -613,10 +625,23 @@ Result<engine::train::StepMetrics> PipelineRunner::step() {
     PARTRAIN_RETURN_IF_ERROR(plugin_->grads_done(shape_.v == 1 ? chunks_[0].model->grads().ptr<float>() : nullptr));
   }
   if (tensor_) PARTRAIN_RETURN_IF_ERROR(tensor_->status());
+  if (expert_) {  // the experts' gradients over the ranks holding the same experts, 1/dp
+    PARTRAIN_RETURN_IF_ERROR(expert_->status());
+    for (Chunk& c : chunks_) {
+      PARTRAIN_RETURN_IF_ERROR(reduce_expert_grads(*expert_, *c.model, 1.0f / static_cast<float>(run_.dp)));
+    }
+  }
   PARTRAIN_RETURN_IF_ERROR(sum_tied_embeddings());
   PARTRAIN_RETURN_IF_ERROR(reduce_loss_and_stop(&loss));
+  if (job_.model.moe_experts > 0) {  // each stage counted its own MoE blocks
+    std::vector<const engine::model::MoeStats*> stats;
+    for (const Chunk& c : chunks_) stats.push_back(&c.model->moe_stats());
+    PARTRAIN_RETURN_IF_ERROR(sum_moe_stats(stats, aux_, shape_.m, *pipe_.pp_comm, run_.dp_comm, run_.dp, &m));
+    m.experts = job_.model.moe_experts;
+    m.ep = run_.ep;
+  }
   double bubble = 0;
-  PARTRAIN_RETURN_IF_ERROR(measure_bubble(&bubble));
+  PARTRAIN_RETURN_IF_ERROR(measure_bubble(*pipe_.pp_comm, shape_.pp, t_begin_, t_end_, busy_us_, &bubble));
   // Clip by the norm over all stages and take one AdamW step per chunk.
   const auto t_opt = Clock::now();
   m.lr = engine::train::lr_at(tr, step_);
@@ -631,6 +656,11 @@ Result<engine::train::StepMetrics> PipelineRunner::step() {
     partrain_tensor_stats_v1_t ts{};
     PARTRAIN_RETURN_IF_ERROR(tensor_->step_end(&ts));
     m.add_comm(engine::train::CommAxis::kTp, ts.comm_ms, ts.comm_ms, static_cast<int>(ts.collectives));
+  }
+  if (expert_) {  // the all-to-alls, the norm's sum, the experts' gradients: all exposed
+    partrain_expert_stats_v1_t es{};
+    PARTRAIN_RETURN_IF_ERROR(expert_->step_end(&es));
+    m.add_comm(engine::train::CommAxis::kEp, es.comm_ms, es.comm_ms, static_cast<int>(es.collectives));
   }
   if (plugin_) {
     partrain_sync_stats_v2_t stats{};
@@ -668,11 +698,19 @@ void PipelineRunner::print_step(const engine::train::StepMetrics& m, double bubb
               static_cast<double>(m.lr), static_cast<double>(m.grad_norm), m.tokens_per_s, m.step_ms,
               100 * bubble);
   std::printf(" | exposed pp %.1f", pp_exposed_ms_);
-  for (engine::train::CommAxis a : {engine::train::CommAxis::kDp, engine::train::CommAxis::kTp}) {
+  for (engine::train::CommAxis a :
+       {engine::train::CommAxis::kDp, engine::train::CommAxis::kTp, engine::train::CommAxis::kEp}) {
     const engine::train::AxisComm& x = m.axes[static_cast<size_t>(a)];
     if (x.collectives > 0) std::printf(" + %s %.1f", engine::train::comm_axis_name(a), x.exposed_ms);
   }
   std::printf(" ms");
+  if (m.experts > 0) {  // as one rank's step line
+    std::printf(" | aux %.4g, dropped %lld, experts", m.aux_loss, static_cast<long long>(m.dropped_tokens));
+    for (size_t i = 0; i < m.expert_tokens.size(); ++i) {
+      std::printf("%s%lld", i % static_cast<size_t>(m.experts) == 0 ? (i == 0 ? " " : " / ") : ",",
+                  static_cast<long long>(m.expert_tokens[i]));
+    }
+  }
   if (m.save_stall_ms > 0) {
     std::printf(" | checkpoint: %.1f ms stall, %.1f MB/s", m.save_stall_ms, m.save_mb_per_s);
   }
@@ -703,11 +741,7 @@ Status PipelineRunner::run() {
       auto views = [&] {
         std::vector<store::PieceView> out;
         for (Chunk& c : chunks_) {
-          const int64_t n = c.model->num_params();
-          for (store::PieceView& v : store::model_views(*c.model, *c.opt, n * run_.dp_rank / run_.dp,
-                                                        n * (run_.dp_rank + 1) / run_.dp, run_.tp_rank == 0)) {
-            if (!(c.tied_head && v.spec.tensor == tied_name())) out.push_back(std::move(v));
-          }
+          for (store::PieceView& v : save_views(c)) out.push_back(std::move(v));
         }
         return out;
       };
@@ -753,6 +787,8 @@ Status train_pipeline_parallel(const PipelineRun& pipe) {
   if (!s && run.dp_comm != nullptr) run.dp_comm->abort(s.message());
   if (!s && pipe.pp_comm != nullptr) pipe.pp_comm->abort(s.message());
   if (!s && run.tp_comm != nullptr) run.tp_comm->abort(s.message());
+  if (!s && run.ep_comm != nullptr) run.ep_comm->abort(s.message());
+  if (!s && run.expert_dp_comm != nullptr) run.expert_dp_comm->abort(s.message());
   return s;
 }
 

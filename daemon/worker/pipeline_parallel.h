@@ -27,6 +27,11 @@
 // With tp > 1 each stage model is the tp coordinate's (the tp plugin on the tp group); the
 // pp group links the same tp coordinate of every stage, so each rank sends the residual
 // rows it holds (N/tp of them under sequence parallelism).
+// With ep > 1 each stage model holds its E/ep experts of the stage's MoE blocks, whose
+// all-to-alls run on the stage's ep group (its ranks share the stage and its action list);
+// the data plugin averages only the replicated parameters, the experts' gradients are
+// summed over the expert-dp group and divided by dp, and the norm sums the experts'
+// squares over ep. MoE routing counts (each stage its own blocks) are summed over pp and dp.
 // The loss (the last stage's cross-entropy plus every stage's MoE aux loss) is summed over
 // pp and averaged over dp; global rank 0 writes metrics.jsonl with the measured bubble
 // (1 - sum(busy) / (pp x makespan) over the ranks' real action timelines), pp_comm_ms and
@@ -65,7 +70,8 @@ Result<PipelinePlan> plan_pipeline(const config::JobConfig& job, const Layout& l
 
 struct PipelineRun {
   // The job, the ranks, the dp and tp groups with their plugins and the stop flag, as the
-  // data-parallel loop takes them (its checkpoint fields are not used: no pp checkpoints).
+  // data-parallel loop takes them, the ep and expert-dp groups with the expert plugin, and
+  // the checkpoint fields.
   const DataParallelRun* run = nullptr;
   const PipelinePlan* plan = nullptr;
   int pp_rank = 0;                        // coordinate on the pp axis

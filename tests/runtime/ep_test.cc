@@ -31,57 +31,13 @@ constexpr int kSteps = 20;
 std::string moe_job(const std::string& dir, const std::string& capacity, const std::string& model = "",
                     bool llama = false) {
   const std::string path = job_copy(llama ? kLlama : kMoe, dir, "job.toml", "");
-  std::string text = slurp(path);
   if (llama) {
-    text.replace(text.find("[model]\n"), 8, "[model]\nmoe_experts = 4\nmoe_top_k = 2\nmoe_every = 1\n"
-                                            "moe_capacity_factor = 1.25\nmoe_aux_loss_coef = 0.01\n");
+    edit_file(path, {{"[model]\n", "[model]\nmoe_experts = 4\nmoe_top_k = 2\nmoe_every = 1\n"
+                                  "moe_capacity_factor = 1.25\nmoe_aux_loss_coef = 0.01\n"}});
   }
-  for (auto [from, to] : {std::pair<std::string, std::string>{"micro_batch = 8", "micro_batch = 2"},
-                          {"moe_capacity_factor = 1.25", "moe_capacity_factor = " + capacity + "\n" + model}}) {
-    const size_t at = text.find(from);
-    EXPECT_NE(at, std::string::npos) << from;
-    if (at != std::string::npos) text.replace(at, from.size(), to);
-  }
-  std::ofstream(path) << text;
+  edit_file(path, {{"micro_batch = 8", "micro_batch = 2"},
+                   {"moe_capacity_factor = 1.25", "moe_capacity_factor = " + capacity + "\n" + model}});
   return path;
-}
-
-// One field of every line of a metrics.jsonl, as its JSON text.
-std::vector<std::string> column(const std::string& metrics, const std::string& key) {
-  std::vector<std::string> out;
-  std::ifstream in(metrics);
-  std::string line;
-  const std::regex re("\"" + key + "\":(\\[[\\]\\[0-9,]*\\]|[-0-9.eE+]+)");
-  while (std::getline(in, line)) {
-    std::smatch m;
-    out.push_back(std::regex_search(line, m, re) ? m[1].str() : "");
-  }
-  return out;
-}
-
-// The routing numbers of two runs agree at every step: token counts and dropped tokens
-// exactly, the aux loss and the clipped norm within 1e-5 relative. Returns the dropped
-// tokens over the run.
-long long expect_same_routing(const std::string& ref, const std::string& got, const std::string& label) {
-  const std::vector<std::string> tok1 = column(ref, "expert_tokens"), tok = column(got, "expert_tokens");
-  const std::vector<std::string> drop1 = column(ref, "dropped_tokens"), drop = column(got, "dropped_tokens");
-  EXPECT_EQ(tok, tok1) << label;
-  EXPECT_EQ(drop, drop1) << label;
-  for (const char* key : {"aux_loss", "grad_norm"}) {
-    const std::vector<std::string> a = column(ref, key), b = column(got, key);
-    EXPECT_EQ(a.size(), b.size());
-    for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
-      if (a[i].empty() || b[i].empty()) {
-        ADD_FAILURE() << key << " missing at step " << i + 1 << " in " << ref << " or " << got;
-        return 0;
-      }
-      EXPECT_LE(std::fabs(std::stod(b[i]) - std::stod(a[i])), 1e-5 * std::fabs(std::stod(a[i])))
-          << label << " " << key << " step " << i + 1;
-    }
-  }
-  long long dropped = 0;
-  for (const std::string& d : drop1) dropped += d.empty() ? 0 : std::stoll(d);
-  return dropped;
 }
 
 struct Case {
@@ -169,7 +125,8 @@ TEST_F(Runtime, EpCheckpointResumesOnAnotherEp) {
 
 // Layouts refused with exit 2 and a message naming the fix: the layout core's (experts %
 // ep, ep not dividing dp, ep on a dense model) before any worker starts, the runtime's
-// (ep with tp or ZeRO) from the workers.
+// (ep with tp or ZeRO, also inside pipeline stages; ZB-H1's split backward on MoE blocks)
+// from the workers. (ep with pp runs: ep_pp_test.cc.)
 TEST_F(Runtime, BadEpLayoutsAreRefused) {
   struct Bad {
     std::string spec, nproc, global_batch, says;
@@ -180,9 +137,11 @@ TEST_F(Runtime, BadEpLayoutsAreRefused) {
       {"dp3,ep2", "3", "24", "ep2 does not divide dp3 (experts are sharded inside each data-parallel "
                              "group); use an ep that divides 3", false},
       {"dp2,ep2", "2", "16", "ep2 shards experts, but the model has none; drop ep2", true},
-      {"tp2,dp2,ep2", "4", "16", "expert parallelism runs with plain data parallelism only (tp1, pp1, "
-                                 "zero0) in this version; drop tp/pp/zeroN, or drop ep", false},
-      {"dp2,ep2,zero1", "2", "16", "drop tp/pp/zeroN, or drop ep", false},
+      {"tp2,dp2,ep2", "4", "16", "expert parallelism runs with plain data and pipeline parallelism "
+                                 "only (tp1, zero0) in this version; drop tp/zeroN, or drop ep", false},
+      {"dp2,ep2,zero1", "2", "16", "drop tp/zeroN, or drop ep", false},
+      {"tp2,pp2,dp2,ep2", "8", "16", "drop tp/zeroN, or drop ep", false},
+      {"pp2,dp2,ep2,sched=zbh1", "4", "16", "splits backward into input and weight gradients (ZB-H1)", false},
   };
   for (const Bad& b : bad) {
     std::string job = moe_job(dir_, "1.0");

@@ -1,6 +1,6 @@
 // Helpers of the end-to-end runtime tests: the fixture that runs partraind as a user would,
-// example jobs with extra TOML, the losses of a metrics file. Shared by runtime_test.cc and
-// zero_test.cc; the process helpers themselves are tests/process_util.h.
+// example jobs with extra TOML, the losses and MoE routing of a metrics file. Shared by the
+// tests of this folder; the process helpers themselves are tests/process_util.h.
 #pragma once
 
 #include <sys/stat.h>
@@ -19,6 +19,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -153,6 +154,56 @@ inline std::string job_copy(const std::string& job, const std::string& dir, cons
   const std::string path = dir + "/" + name;
   std::ofstream(path) << text << "\n" << extra << "\n";
   return path;
+}
+
+// Replaces the first occurrence of each `from` in the file at `path` by its `to`, in order
+// (a `from` not found is a test failure).
+inline void edit_file(const std::string& path, const std::vector<std::pair<std::string, std::string>>& edits) {
+  std::string text = slurp(path);
+  for (const auto& [from, to] : edits) {
+    const size_t at = text.find(from);
+    EXPECT_NE(at, std::string::npos) << from << " in " << path;
+    if (at != std::string::npos) text.replace(at, from.size(), to);
+  }
+  std::ofstream(path) << text;
+}
+
+// One field of every line of a metrics.jsonl, as its JSON text.
+inline std::vector<std::string> column(const std::string& metrics, const std::string& key) {
+  std::vector<std::string> out;
+  std::ifstream in(metrics);
+  std::string line;
+  const std::regex re("\"" + key + "\":(\\[[\\]\\[0-9,]*\\]|[-0-9.eE+]+)");
+  while (std::getline(in, line)) {
+    std::smatch m;
+    out.push_back(std::regex_search(line, m, re) ? m[1].str() : "");
+  }
+  return out;
+}
+
+// The routing numbers of two runs agree at every step: token counts and dropped tokens
+// exactly, the aux loss and the clipped norm within 1e-5 relative. Returns the dropped
+// tokens over the run.
+inline long long expect_same_routing(const std::string& ref, const std::string& got, const std::string& label) {
+  const std::vector<std::string> tok1 = column(ref, "expert_tokens"), tok = column(got, "expert_tokens");
+  const std::vector<std::string> drop1 = column(ref, "dropped_tokens"), drop = column(got, "dropped_tokens");
+  EXPECT_EQ(tok, tok1) << label;
+  EXPECT_EQ(drop, drop1) << label;
+  for (const char* key : {"aux_loss", "grad_norm"}) {
+    const std::vector<std::string> a = column(ref, key), b = column(got, key);
+    EXPECT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+      if (a[i].empty() || b[i].empty()) {
+        ADD_FAILURE() << key << " missing at step " << i + 1 << " in " << ref << " or " << got;
+        return 0;
+      }
+      EXPECT_LE(std::fabs(std::stod(b[i]) - std::stod(a[i])), 1e-5 * std::fabs(std::stod(a[i])))
+          << label << " " << key << " step " << i + 1;
+    }
+  }
+  long long dropped = 0;
+  for (const std::string& d : drop1) dropped += d.empty() ? 0 : std::stoll(d);
+  return dropped;
 }
 
 }  // namespace partrain::testing_runtime
