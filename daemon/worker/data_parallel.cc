@@ -202,6 +202,19 @@ class DataParallelHooks final : public engine::train::StepHooks {
 
 }  // namespace
 
+store::SaverOptions saver_options(const DataParallelRun& run) {
+  store::SaverOptions so;
+  so.root = run.ckpt_root;
+  so.every = run.job->checkpoint.every;
+  so.rank = run.rank;
+  so.world = run.world;
+  so.dp = run.dp;
+  so.dp_rank = run.dp_rank;
+  so.layout_name = run.job->parallelism.to_string();
+  so.async = run.job->checkpoint.async;
+  return so;
+}
+
 Status write_memory(const std::string& run_dir, int rank, const engine::MemoryStats& mem) {
   std::error_code ec;
   std::filesystem::create_directories(run_dir, ec);
@@ -324,15 +337,7 @@ Status train_data_parallel(const DataParallelRun& run) {
   }
   std::unique_ptr<store::CheckpointSaver> saver;
   if (run.committer != nullptr) {
-    store::SaverOptions so;
-    so.root = run.ckpt_root;
-    so.every = job.checkpoint.every;
-    so.rank = run.rank;
-    so.world = run.world;
-    so.dp = run.dp;
-    so.dp_rank = run.dp_rank;
-    so.layout_name = job.parallelism.to_string();
-    so.async = job.checkpoint.async;
+    store::SaverOptions so = saver_options(run);
     so.layout = layout.get();
     saver = std::make_unique<store::CheckpointSaver>(so, run.committer);
     (*trainer)->set_save_hook(saver.get());

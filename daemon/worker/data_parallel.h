@@ -95,4 +95,9 @@ Status train_data_parallel(const DataParallelRun& run);
 // layout's workers write it, for comparing layouts).
 Status write_memory(const std::string& run_dir, int rank, const engine::MemoryStats& mem);
 
+// The checkpoint saver's options for this rank of `run` (root, cadence, rank, dp slice,
+// layout name, async), shared by the data-parallel and the pipeline loop; the caller sets
+// `layout` where its rank writes something other than its 1/dp slice.
+store::SaverOptions saver_options(const DataParallelRun& run);
+
 }  // namespace partrain::worker

@@ -299,16 +299,7 @@ Status PipelineRunner::setup() {
     if (pipeline::is_recv(actions_[i].kind)) recvs_.push_back(i);
   }
   if (run_.committer != nullptr) {
-    store::SaverOptions so;
-    so.root = run_.ckpt_root;
-    so.every = job_.checkpoint.every;
-    so.rank = run_.rank;
-    so.world = run_.world;
-    so.dp = run_.dp;
-    so.dp_rank = run_.dp_rank;
-    so.layout_name = job_.parallelism.to_string();
-    so.async = job_.checkpoint.async;
-    saver_ = std::make_unique<store::CheckpointSaver>(so, run_.committer);
+    saver_ = std::make_unique<store::CheckpointSaver>(saver_options(run_), run_.committer);
   }
   return Status::ok();
 }
