@@ -193,7 +193,7 @@ class PipelineRunner {
   Clock::time_point p2p_first_{}, p2p_last_{};
   bool p2p_any_ = false;
   int transfers_ = 0;  // this rank's sends and receives per step (its action list's)
-  double exposed_ms_ = 0, pp_exposed_ms_ = 0, bubble_ = 0;
+  double exposed_ms_ = 0, bubble_ = 0;
 };
 
 Status PipelineRunner::setup() {
@@ -688,23 +688,7 @@ void PipelineRunner::print_step(const engine::train::StepMetrics& m, double bubb
               static_cast<long long>(m.step), static_cast<long long>(job_.training.steps), m.loss,
               static_cast<double>(m.lr), static_cast<double>(m.grad_norm), m.tokens_per_s, m.step_ms,
               100 * bubble);
-  std::printf(" | exposed pp %.1f", pp_exposed_ms_);
-  for (engine::train::CommAxis a :
-       {engine::train::CommAxis::kDp, engine::train::CommAxis::kTp, engine::train::CommAxis::kEp}) {
-    const engine::train::AxisComm& x = m.axes[static_cast<size_t>(a)];
-    if (x.collectives > 0) std::printf(" + %s %.1f", engine::train::comm_axis_name(a), x.exposed_ms);
-  }
-  std::printf(" ms");
-  if (m.experts > 0) {  // as one rank's step line
-    std::printf(" | aux %.4g, dropped %lld, experts", m.aux_loss, static_cast<long long>(m.dropped_tokens));
-    for (size_t i = 0; i < m.expert_tokens.size(); ++i) {
-      std::printf("%s%lld", i % static_cast<size_t>(m.experts) == 0 ? (i == 0 ? " " : " / ") : ",",
-                  static_cast<long long>(m.expert_tokens[i]));
-    }
-  }
-  if (m.save_stall_ms > 0) {
-    std::printf(" | checkpoint: %.1f ms stall, %.1f MB/s", m.save_stall_ms, m.save_mb_per_s);
-  }
+  std::fputs(engine::train::step_summary(m).c_str(), stdout);
   std::fputc('\n', stdout);
   std::fflush(stdout);
 }
@@ -742,17 +726,16 @@ Status PipelineRunner::run() {
     // The pipeline's own numbers: its point-to-point time (first transfer posted to the last
     // done), the part of it this rank waited for, and the measured bubble.
     const double pp_comm = p2p_any_ ? std::chrono::duration<double, std::milli>(p2p_last_ - p2p_first_).count() : 0;
-    pp_exposed_ms_ = exposed_ms_;
+    engine::train::StepMetrics line = *m;
+    line.add_comm(engine::train::CommAxis::kPp, pp_comm, exposed_ms_, transfers_);
     if (metrics.is_open()) {
-      engine::train::StepMetrics line = *m;
-      line.add_comm(engine::train::CommAxis::kPp, pp_comm, exposed_ms_, transfers_);
       std::string text = engine::train::metrics_json(line);
       text.pop_back();  // the closing brace
       text += fmt::format(",\"pp\":{},\"bubble_share\":{:.4f}}}", shape_.pp, bubble_);
       metrics << text << '\n' << std::flush;
     }
     if (writer && (m->step % std::max(1, job_.training.log_every) == 0 || m->step == job_.training.steps)) {
-      print_step(*m, bubble_);
+      print_step(line, bubble_);
     }
     if (stop_ && m->step < job_.training.steps) {
       return Status::unavailable(fmt::format("stopped at step {} (SIGTERM/SIGINT)", m->step));

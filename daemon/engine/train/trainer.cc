@@ -231,17 +231,13 @@ Result<StepMetrics> Trainer::step() {
   return m;
 }
 
-void Trainer::print_step(const StepMetrics& m) const {
-  if (o_.progress_bar) std::fputs("\r\033[K", stdout);  // erase the bar
-  std::printf("step %5lld/%lld | loss %.6f | lr %.3e | norm %.4f | %8.0f tok/s | %7.1f ms",
-              static_cast<long long>(m.step), static_cast<long long>(o_.train.steps), m.loss,
-              static_cast<double>(m.lr), static_cast<double>(m.grad_norm), m.tokens_per_s, m.step_ms);
-  if (m.mfu > 0) std::printf(" | MFU %.1f%%", 100 * m.mfu);
+std::string step_summary(const StepMetrics& m) {
+  std::string out;
   if (m.experts > 0) {
-    std::printf(" | aux %.4g, dropped %lld, experts", m.aux_loss, static_cast<long long>(m.dropped_tokens));
+    out += fmt::format(" | aux {:.4g}, dropped {}, experts", m.aux_loss, m.dropped_tokens);
+    const size_t E = static_cast<size_t>(m.experts);
     for (size_t i = 0; i < m.expert_tokens.size(); ++i) {
-      std::printf("%s%lld", i % static_cast<size_t>(m.experts) == 0 ? (i == 0 ? " " : " / ") : ",",
-                  static_cast<long long>(m.expert_tokens[i]));
+      out += fmt::format("{}{}", i % E == 0 ? (i == 0 ? " " : " / ") : ",", m.expert_tokens[i]);
     }
   }
   if (m.dp > 1 || m.tp > 1 || m.collectives > 0) {
@@ -254,12 +250,22 @@ void Trainer::print_step(const StepMetrics& m) const {
                              comm_axis_name(static_cast<CommAxis>(a)), x.exposed_ms);
     }
     if (exposed.empty()) exposed = fmt::format("{:.1f}", m.exposed_ms);
-    std::printf(" | comm %.1f ms, exposed %s ms (%.0f%% of the step)", m.comm_ms, exposed.c_str(),
-                m.step_ms > 0 ? 100 * m.exposed_ms / m.step_ms : 0.0);
+    out += fmt::format(" | comm {:.1f} ms, exposed {} ms ({:.0f}% of the step)", m.comm_ms, exposed,
+                       m.step_ms > 0 ? 100 * m.exposed_ms / m.step_ms : 0.0);
   }
   if (m.save_stall_ms > 0) {
-    std::printf(" | checkpoint: %.1f ms stall, %.1f MB/s", m.save_stall_ms, m.save_mb_per_s);
+    out += fmt::format(" | checkpoint: {:.1f} ms stall, {:.1f} MB/s", m.save_stall_ms, m.save_mb_per_s);
   }
+  return out;
+}
+
+void Trainer::print_step(const StepMetrics& m) const {
+  if (o_.progress_bar) std::fputs("\r\033[K", stdout);  // erase the bar
+  std::printf("step %5lld/%lld | loss %.6f | lr %.3e | norm %.4f | %8.0f tok/s | %7.1f ms",
+              static_cast<long long>(m.step), static_cast<long long>(o_.train.steps), m.loss,
+              static_cast<double>(m.lr), static_cast<double>(m.grad_norm), m.tokens_per_s, m.step_ms);
+  if (m.mfu > 0) std::printf(" | MFU %.1f%%", 100 * m.mfu);
+  std::fputs(step_summary(m).c_str(), stdout);
   std::fputc('\n', stdout);
   if (o_.progress_bar) {
     constexpr int kWidth = 30;

@@ -154,6 +154,9 @@ class SaveHook {
 // tp > 1 or some axis had collectives, and `<axis>_comm_ms` / `<axis>_exposed_ms` only for
 // the axes that had some.
 std::string metrics_json(const StepMetrics& m);
+// The step line's tail after its throughput: MoE routing, collective time and its exposed
+// part per axis, checkpoint stall; "" when there is none. Every training loop prints it.
+std::string step_summary(const StepMetrics& m);
 // Opens metrics.jsonl for a run resumed after step `resumed_at` (0: a fresh run): keeps the
 // lines of the steps up to it and drops those a crash left after it, so the file reads as
 // one uninterrupted run.
