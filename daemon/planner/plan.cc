@@ -78,15 +78,18 @@ Result<Plan> make_plan(const config::JobConfig& job, const Cluster& cluster,
   l.micro_batch = *micro;
   l.grad_accum = *accum;
   if (l.pp > 1) {
-    // The stages' blocks as the runtime splits them: balanced by cost, the embeddings with
-    // the first stage and the head with the last (pipeline/partition.h).
+    // The stages' blocks as the runtime splits them: the job's stage_layers when they fit
+    // this layout, else balanced by cost, the embeddings with the first stage and the head
+    // with the last (pipeline/partition.h).
     engine::ModelOptions resolved = job.model;
     resolved.kv_heads = static_cast<int>(plan.model.KV);
     resolved.ffn_hidden = static_cast<int>(plan.model.F);
     Result<std::vector<pipeline::PieceCost>> pieces = pipeline::piece_costs(resolved);
     if (!pieces) return pieces.status();
+    const int stages = l.pp * std::max(1, l.virtual_stages);
+    const bool own_split = static_cast<int>(job.stage_layers.size()) == stages;
     Result<std::vector<pipeline::StagePart>> parts =
-        pipeline::partition_stages(*pieces, l.pp * std::max(1, l.virtual_stages));
+        pipeline::partition_stages(*pieces, stages, own_split ? job.stage_layers : std::vector<int>{});
     if (!parts) return parts.status();
     for (const pipeline::StagePart& part : *parts) l.stage_bounds.push_back(part.first_block);
     l.stage_bounds.push_back(parts->back().end_block);
