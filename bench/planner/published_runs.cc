@@ -48,7 +48,7 @@ Runtime neox() {
 
 Runtime megatron_core() {
   Runtime r;
-  r.attention = AttentionKernel::kFlash;
+  r.attention = AttentionKernel::kFused;
   r.tp_overlap = true;
   r.dp_overlap = true;
   r.param_gather_overlap = true;
@@ -331,7 +331,7 @@ Result<Prediction> predict(const PublishedRun& run, const planner::HardwareProfi
   if (!job) return job.status();
   planner::PlanOptions options;
   options.runtime = source_of(run).runtime;
-  if (run.dp_overlap >= 0) options.runtime.dp_overlap = run.dp_overlap == 1;
+  if (run.dp_overlap >= 0) options.runtime->dp_overlap = run.dp_overlap == 1;
   options.context_plugin = run.cp_impl;
   const planner::Cluster cluster{run.gpus / hw.gpus_per_node, hw.gpus_per_node};
   Result<planner::Plan> plan = planner::make_plan(*job, cluster, hw, nullptr, options);

@@ -25,7 +25,7 @@ Attention attention_core(const ModelDims& m, const PlanLayout& l, const Runtime&
   const double heads = m.H / l.tp, hd = m.head_dim(), b = l.micro_batch;
   const double queries = m.T / l.cp;  // the rank's two chunks of every sequence
   Attention a;
-  if (rt.attention == AttentionKernel::kFlash) {
+  if (rt.attention == AttentionKernel::kFused) {
     // Causal: the rank's query chunks (i and 2cp-1-i) see T/2 keys on average.
     const double flops = 4 * b * heads * hd * queries * (m.T / 2);
     const double rate = hw.peak() * hw.attention_efficiency;

@@ -190,7 +190,10 @@ Result<Plan> make_plan(const config::JobConfig& job, const Cluster& cluster,
     plan.spans = spans_of(*layout, view, *mapping);
   }
 
-  plan.runtime = options.runtime;
+  // The engine's attention workspace: fp32 scores and bf16 probabilities of every head.
+  const double scores = static_cast<double>(l.micro_batch) * plan.model.H / l.tp * plan.model.T / l.cp *
+                        plan.model.T * (4 + plan.precision.act_bytes);
+  plan.runtime = options.runtime ? *options.runtime : partrain_runtime(hw.kind == "cpu", scores);
   StepInputs in;
   in.model = plan.model;
   in.params = plan.params;

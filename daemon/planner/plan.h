@@ -5,6 +5,7 @@
 // time from a hardware profile (step_time.h). search_plans enumerates the valid layouts.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -46,7 +47,9 @@ struct Plan {
 
 // What make_plan assumes beyond the job and the hardware.
 struct PlanOptions {
-  Runtime runtime;             // Default: partrain's own runtime (runtime.h)
+  // What the runtime does. Default: partrain's own on the profile's device
+  // (partrain_runtime in runtime.h)
+  std::optional<Runtime> runtime;
   // The context plugin; "" = the job's spec item cpimpl=NAME when present, else ring.
   std::string context_plugin;
 };

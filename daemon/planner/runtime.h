@@ -9,12 +9,12 @@ namespace partrain::planner {
 
 enum class AttentionKernel {
   kMaterialized,  // Q K^T written to memory, softmax over it, then the scores times V
-  kFlash,         // one fused kernel (FlashAttention): no T x T tensor, causal tiles skipped
+  kFused,         // one kernel (FlashAttention, partrain's CPU loops): no T x T tensor in
+                  // memory, the causally masked half skipped
 };
 
 struct Runtime {
-  // partrain's CUDA attention writes the T x T scores (engine/cuda/attention.cu).
-  // Default: materialized
+  // Default: materialized, as partrain's CUDA attention for short sequences
   AttentionKernel attention = AttentionKernel::kMaterialized;
   // Dropout on the attention probabilities (Megatron's attention_dropout): two more passes
   // over the scores and a mask, forward and backward (materialized kernel only). Default: false
@@ -48,5 +48,17 @@ struct Runtime {
   // Bytes per gradient element on the wire; 0 = the precision's gradient bytes. Default: 0
   int grad_wire_bytes = 0;
 };
+
+// partrain's own runtime on a device (the defaults above) with the attention its engine
+// picks for `score_bytes` of scores per attention call: the CPU engine's causal loops
+// (engine/cpu/attention.cc) are one fused kernel; the CUDA engine materializes the scores
+// with cuBLAS unless their workspace passes 4 GiB, then runs its flash kernel
+// (engine/cuda/cuda_backend.cc use_flash).
+inline Runtime partrain_runtime(bool cpu, double score_bytes) {
+  Runtime r;
+  constexpr double kGemmWorkspaceLimit = 4.0 * (1ull << 30);
+  r.attention = cpu || score_bytes > kGemmWorkspaceLimit ? AttentionKernel::kFused : AttentionKernel::kMaterialized;
+  return r;
+}
 
 }  // namespace partrain::planner

@@ -132,7 +132,7 @@ TEST(PlannerContextParallel, KeyValueBytesFollowKvHeadsAndThePlugin) {
   Spans s;
   s.cp = GroupSpan{4, 4, 1, false};  // one cp rank per node
   Runtime rt;
-  rt.attention = AttentionKernel::kFlash;
+  rt.attention = AttentionKernel::kFused;
   // The rank's K and V: 2 x (8192/4 tokens) x 4 kv heads x 64 x 2 bytes = 2 MiB, a quarter
   // of what all 16 heads would make.
   const double kv = 2 * 2048.0 * 4 * 64 * 2;
@@ -249,7 +249,8 @@ TEST(PlannerPipeline, StepTimeFollowsTheCostBalancedPartition) {
   ASSERT_EQ(balanced->layout.stage_bounds.size(), 5u);
   EXPECT_LT(balanced->layout.stage_bounds[4] - balanced->layout.stage_bounds[3], 3);
   PlanOptions uniform;
-  uniform.runtime.balanced_partition = false;
+  uniform.runtime = balanced->runtime;
+  uniform.runtime->balanced_partition = false;
   Result<Plan> even = make_plan(job, Cluster{1, 8}, hw, nullptr, uniform);
   ASSERT_TRUE(even.is_ok());
   EXPECT_LT(balanced->time.total, even->time.total);
@@ -280,7 +281,8 @@ TEST(PlannerDataParallel, OverlapHidesTheReductionBehindTheLastBackward) {
   const HardwareProfile hw = *load_hardware("H100-SXM", kHardwareDir);
   const config::JobConfig job = job_of(model, "dp32", 256, 8);
   PlanOptions hidden, exposed;
-  exposed.runtime.dp_overlap = false;
+  exposed.runtime = Runtime{};
+  exposed.runtime->dp_overlap = false;
   Result<Plan> a = make_plan(job, Cluster{4, 8}, hw, nullptr, hidden);
   Result<Plan> b = make_plan(job, Cluster{4, 8}, hw, nullptr, exposed);
   ASSERT_TRUE(a.is_ok() && b.is_ok());
