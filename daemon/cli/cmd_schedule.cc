@@ -18,7 +18,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
-#include "cli/exit_codes.h"
+#include "common/exit_codes.h"
 #include "cli/fail.h"
 #include "config/job_config.h"
 #include "config/site_config.h"
@@ -157,9 +157,9 @@ int run_schedule(const ScheduleArgs& a) {
   Result<config::SiteConfig> site = config::load_site_config(a.site);
   if (!site) return fail(site.status());
   Result<std::unique_ptr<plugin::SchedulePlugin>> plug =
-      plugin::find_schedule_plugin(site->plugin_dir, s->name);
+      plugin::SchedulePlugin::find(site->plugin_dir, s->name);
   if (!plug) return fail(plug.status());
-  Result<pipeline::Schedule> sched = (*plug)->build(s->pp, s->mb, s->v);
+  Result<pipeline::Schedule> sched = plugin::build_schedule(**plug, s->pp, s->mb, s->v);
   if (!sched) return fail(sched.status());
   if (Status ok = pipeline::check(*sched); !ok) return fail(ok);
   Result<pipeline::Timeline> t = pipeline::simulate(*sched, s->costs);

@@ -20,8 +20,7 @@ Result<std::vector<PieceCost>> piece_costs(const engine::ModelOptions& m) {
   std::vector<PieceCost> out;
   out.push_back({"embedding", 2 * C});
   for (int l = 0; l < m.layers; ++l) {
-    // As engine/model/params.cc's is_moe_layer.
-    const bool moe = m.moe_experts > 0 && m.moe_every > 0 && (l + 1) % m.moe_every == 0;
+    const bool moe = engine::is_moe_layer(m, l);
     const double ffn = moe ? 2 * C * m.moe_experts + m.moe_top_k * mlp : mlp;
     out.push_back({"block " + std::to_string(l), attention + ffn});
   }

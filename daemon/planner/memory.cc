@@ -14,11 +14,10 @@ using engine::Recompute;
 constexpr double kI32 = 4, kF32 = 4;  // bytes of token ids and of fp32 statistics
 constexpr double kDpBucketBytes = 25.0 * (1 << 20);  // the dp plugin's default bucket_mb
 
-// MoE blocks among layers [first, first + count): those with (layer + 1) % every == 0.
+// MoE blocks among layers [first, first + count).
 int moe_layers_in(const engine::ModelOptions& o, int first, int count) {
-  if (o.moe_experts <= 0 || o.moe_every <= 0) return 0;
   int n = 0;
-  for (int l = first; l < first + count; ++l) n += (l + 1) % o.moe_every == 0 ? 1 : 0;
+  for (int l = first; l < first + count; ++l) n += engine::is_moe_layer(o, l) ? 1 : 0;
   return n;
 }
 
@@ -144,10 +143,10 @@ std::pair<int, int> stage_blocks(const ModelDims& m, const PlanLayout& l, int s)
   return {s * per, (s + 1) * per};
 }
 
-// MoE blocks among blocks [b0, b1): those with (block + 1) % moe_every == 0.
+// MoE blocks among blocks [b0, b1).
 int moe_blocks(const ModelDims& m, int b0, int b1) {
   int n = 0;
-  for (int i = b0; i < b1 && m.moe_layers > 0; ++i) n += (i + 1) % m.moe_every == 0 ? 1 : 0;
+  for (int i = b0; i < b1 && m.moe_layers > 0; ++i) n += engine::is_moe_layer(static_cast<int>(m.E), m.moe_every, i) ? 1 : 0;
   return n;
 }
 

@@ -7,7 +7,7 @@
 // Single-device, tensor-parallel and ZeRO terms follow what the engine allocates
 // (engine/model/model.cc allocate, vocab_parallel.cc tp_allocate, sharding.cc, moe.cc,
 // train/optimizer.cc) tensor by tensor, on tp rank 0 (the most vocabulary rows); the
-// pipeline terms follow the pipeline executor (worker/pipeline_parallel.cc and the
+// pipeline terms follow the pipeline executor (worker/pipeline_executor.cc and the
 // engine's stage models): a stage's contiguous blocks as pipeline/partition.h splits
 // them, embeddings on the first stage, final norm and head on the last (a tied embedding
 // on both), one activation slot per micro-batch the schedule keeps in flight on each chunk

@@ -3,6 +3,9 @@
 
 #include <algorithm>
 
+#include "config/supported.h"
+#include "layout/layout.h"
+
 namespace partrain::planner {
 namespace {
 
@@ -46,6 +49,16 @@ std::vector<std::string> strategies_of(const ParallelSpec& spec) {
 Status runnable(const ParallelSpec& spec, const config::JobConfig& job, const std::string& device) {
   const std::string layout = "--partrain=" + spec.to_string();
   const bool cuda = device != "cpu";
+  // First what the agent refuses before any worker starts, in its words.
+  config::JobConfig launched = job;
+  launched.parallelism = spec;
+  launched.device = cuda ? "cuda" : "cpu";
+  const int world = spec.tp * spec.cp * spec.pp * spec.dp.value_or(1);
+  Result<Layout> l = Layout::create(world, spec);
+  if (!l) return l.status();
+  PARTRAIN_RETURN_IF_ERROR(config::check_supported(launched, *l));
+  // Then what the workers' plugins refuse on the device (a data plugin without
+  // PARTRAIN_CAP_CUDA on GPU ranks, ...): the table.
   for (const std::string& name : strategies_of(spec)) {
     const StrategySupport* s = find(name);
     if (s == nullptr || (cuda ? s->cuda : s->cpu)) continue;
@@ -55,12 +68,6 @@ Status runnable(const ParallelSpec& spec, const config::JobConfig& job, const st
     }
     return Status::invalid("partrain: " + layout + ": " + name + " runs on CPU ranks only in this "
                            "version; use --device cpu (a cpu profile), or drop " + name);
-  }
-  // Compositions the worker refuses whatever the device (worker/main.cc).
-  if (spec.ep > 1 && (spec.tp > 1 || spec.zero > 0)) {
-    return Status::invalid("partrain: " + layout + ": expert parallelism runs with plain data and "
-                           "pipeline parallelism only (tp1, zero0) in this version; drop tp/zeroN, "
-                           "or drop ep");
   }
   // The workers split the layers evenly over pp x virtual stages (layout/validate.cc).
   const long long chunks = 1LL * spec.pp * std::max(1, spec.virtual_stages);

@@ -1,9 +1,11 @@
 // Whether this version of partrain can run a layout on a device: one function that
 // `partrain plan` (which prints the reason next to a plan) and `partrain plan --search`
-// (which ranks only runnable layouts) both call, so the planner never recommends what the
-// workers would refuse. The rule is a table (runnable.cc, kStrategies): one row per
-// strategy with the devices it runs on, plus the compositions the worker refuses; extend
-// a row as a strategy arrives on GPUs.
+// (which ranks only runnable layouts) both call, so the planner never recommends what would
+// be refused. It asks, in order: the agent's refusals (config::check_supported: cp, the
+// compositions, tp and pp on GPUs), the table below (runnable.cc, kStrategies: one row per
+// strategy with the devices its plugins run on; flip a row as a strategy arrives on GPUs),
+// and the workers' even split of the layers over pp x virtual stages (a plan splits them by
+// cost, so it can plan layouts the workers cannot run yet).
 #pragma once
 
 #include <string>
