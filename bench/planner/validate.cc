@@ -134,8 +134,9 @@ void print_table(const std::vector<const Row*>& rows, const Values& v, const cha
     worst = std::max(worst, std::fabs(p.error));
     sum += p.error * p.error;
   }
-  std::printf("%zu rows: largest |error| %.1f%%, rms %.1f%%\n\n", rows.size(), 100 * worst,
-              100 * std::sqrt(sum / static_cast<double>(rows.size())));
+  std::printf("%zu rows: largest |error| %.1f%%, rms %.1f%% (TFLOP/s per GPU as each source counts "
+              "them; MFU in the planner's count, 6 N + 12 L T C per token over the profile's peak)\n\n",
+              rows.size(), 100 * worst, 100 * std::sqrt(sum / static_cast<double>(rows.size())));
 }
 
 void print_parts(const std::vector<const Row*>& rows, const Values& v) {
