@@ -21,9 +21,9 @@
 // Worked example, H100-SXM profile (370.8e9 intra, 48e9 inter per device, latencies
 // 8.4 us, 3.4 us, 14 us): all-reduce of 64 MiB over 8 devices of one node: ring latency
 // 8.4 + 14 x 3.4 = 56 us, bandwidth 2 x 7/8 x 67.1e6 / 370.8e9 = 317 us: 373 us. The same
-// over 64 nodes, one device per node (a dp group under tp8): B = min(370.8, 48) e9, ring
-// 8.4 + 126 x 14 us = 1.77 ms + 2.76 ms; the tree 8.4 + 2 x 6 x 14 = 176 us + 3.04 ms:
-// NCCL takes the ring, 4.53 ms.
+// over 64 nodes, one device per node (a dp group under tp8): B = min(370.8, 48) e9; the
+// ring pays 8.4 + 126 x 14 us = 1.77 ms + 2.75 ms, the tree 8.4 + 2 x 6 x 14 = 176 us +
+// 2 x 67.1e6 / (0.92 x 48e9) = 3.04 ms: NCCL takes the tree, 3.22 ms.
 #pragma once
 
 #include "planner/hardware.h"

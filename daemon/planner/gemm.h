@@ -12,10 +12,11 @@
 //   t      = max(2 M N K batch / rate, e (M K + K N + M N) batch / memory_bandwidth)
 //            + kernel_overhead                                   (e: bytes per element)
 //
-// Worked example, the shipped A100-80GB profile (312e12 peak, 0.869, k_half 128, 108 SMs,
-// 2.039e12 B/s): M = N = K = 4096 makes 32 x 16 = 512 tiles, 5 waves over 108 SMs (540
-// slots, 0.948 used), rate 312e12 x 0.869 x 0.948 x 4096/4224 = 249.3e12 FLOP/s, so
-// 1.374e11 FLOPs take 0.551 ms (the 100 MB it moves would take 0.049 ms).
+// Worked example, the shipped A100-80GB profile (312e12 peak, matmul_efficiency 0.78,
+// gemm_k_half 195, 108 SMs, 2.039e12 B/s, 2 us per kernel): M = N = K = 4096 makes
+// 32 x 16 = 512 tiles, 5 waves over 108 SMs (540 slots, 0.948 used), rate 312e12 x 0.78 x
+// 0.948 x 4096/4291 = 220.3e12 FLOP/s, so 1.374e11 FLOPs take 0.624 ms (the 100.7 MB it
+// moves would take 0.049 ms), 0.626 ms with the kernel's overhead.
 #pragma once
 
 #include "planner/hardware.h"
