@@ -55,6 +55,51 @@ double exposed(const double (&comm)[4], const double (&gemm)[4], bool overlap, d
   return sum;
 }
 
+// Tensor parallel per micro-batch: the whole micro-batch's activations (`bytes`) gathered
+// before qkv and fc1 and reduced after proj and fc2, forward and backward (all-reduces
+// without sp, of which only backward's can hide); with `forward_only`, the forward again
+// (full recompute).
+double tensor_parallel(double bytes, const GemmTimes (&g)[4], const PlanLayout& l, const Runtime& rt,
+                       const Spans& spans, const HardwareProfile& hw, bool forward_only = false) {
+  const double tp = l.tp;
+  double fwd = 0, bwd = 0;
+  if (l.sp) {
+    const double ag = collective_seconds(Collective::kAllGather, bytes, spans.tp, hw);
+    const double rs = collective_seconds(Collective::kReduceScatter, bytes, spans.tp, hw);
+    const double comm[4] = {ag, rs, ag, rs};
+    const double gf[4] = {g[0].forward, g[1].forward, g[2].forward, g[3].forward};
+    const double gb[4] = {g[0].backward / 2, g[1].backward / 2, g[2].backward / 2, g[3].backward / 2};
+    fwd = exposed(comm, gf, rt.tp_overlap, tp);
+    bwd = exposed(comm, gb, rt.tp_overlap || rt.tp_backward_overlap, tp);
+  } else {
+    const double ar = collective_seconds(Collective::kAllReduce, bytes, spans.tp, hw);
+    const double comm[4] = {ar, ar, 0, 0};
+    const double gb[4] = {g[0].backward / 2, g[2].backward / 2, 0, 0};
+    fwd = 2 * ar;
+    bwd = exposed(comm, gb, rt.tp_backward_overlap, tp);
+  }
+  return forward_only ? fwd : fwd + bwd;
+}
+
+// Context parallel per micro-batch: the K/V exchange of the chosen plugin, what the
+// attention does not hide (and the forward again under full recompute).
+double context_parallel(const ModelDims& m, const PlanLayout& l, const Attention& att, const Spans& spans,
+                        const Precision& p, const HardwareProfile& hw) {
+  const double kv = 2 * l.micro_batch * (m.T / l.cp) * std::max(m.KV / l.tp, 1.0) * m.head_dim() * p.act_bytes;
+  double fwd = 0, bwd = 0;
+  if (l.cp_impl == "allgather") {
+    fwd = collective_seconds(Collective::kAllGather, kv * l.cp, spans.cp, hw);
+    bwd = collective_seconds(Collective::kReduceScatter, kv * l.cp, spans.cp, hw);
+  } else {
+    const bool other_node = spans.cp.nodes > 1;
+    const double pass = send_seconds(kv, other_node, spans.cp.across_switches, hw);
+    const double pass_back = send_seconds(2 * kv, other_node, spans.cp.across_switches, hw);
+    fwd = (l.cp - 1) * std::max(0.0, pass - att.forward / l.cp);
+    bwd = (l.cp - 1) * std::max(0.0, pass_back - att.backward / l.cp);
+  }
+  return fwd + bwd + (m.recompute == Recompute::kFull ? fwd : 0);
+}
+
 }  // namespace
 
 BlockCost block_cost(const ModelDims& m, const PlanLayout& l, bool moe, const Runtime& rt,
@@ -98,46 +143,12 @@ BlockCost block_cost(const ModelDims& m, const PlanLayout& l, bool moe, const Ru
                att.backward + ew_backward;
   c.recompute = full ? c.forward : att.recompute;
 
-  // Tensor parallel: the activations of the whole micro-batch, gathered before qkv and
-  // fc1 and reduced after proj and fc2 (all-reduces without sp, never hidden).
   if (l.tp > 1) {
-    const double bytes = n * C * e;
-    double fwd = 0, bwd = 0;
-    if (l.sp) {
-      const double ag = collective_seconds(Collective::kAllGather, bytes, spans.tp, hw);
-      const double rs = collective_seconds(Collective::kReduceScatter, bytes, spans.tp, hw);
-      const double comm[4] = {ag, rs, ag, rs};
-      const double gf[4] = {qkv.forward, proj.forward, fc1.forward, fc2.forward};
-      const double gb[4] = {qkv.backward / 2, proj.backward / 2, fc1.backward / 2, fc2.backward / 2};
-      fwd = exposed(comm, gf, rt.tp_overlap, tp);
-      bwd = exposed(comm, gb, rt.tp_overlap || rt.tp_backward_overlap, tp);
-    } else {
-      const double ar = collective_seconds(Collective::kAllReduce, bytes, spans.tp, hw);
-      const double comm[4] = {ar, ar, 0, 0};
-      const double gb[4] = {qkv.backward / 2, fc1.backward / 2, 0, 0};
-      fwd = 2 * ar;
-      bwd = exposed(comm, gb, rt.tp_backward_overlap, tp);
-    }
-    c.tp = fwd + bwd + (full ? fwd : 0);
+    const GemmTimes g[4] = {qkv, proj, fc1, fc2};
+    c.tp = tensor_parallel(n * C * e, g, l, rt, spans, hw);
+    if (full) c.tp += tensor_parallel(n * C * e, g, l, rt, spans, hw, true);
   }
-
-  // Context parallel: the K/V exchange of the chosen plugin.
-  if (l.cp > 1) {
-    const double kv = 2 * l.micro_batch * (m.T / l.cp) * std::max(m.KV / tp, 1.0) * hd * e;
-    double fwd = 0, bwd = 0;
-    if (l.cp_impl == "allgather") {
-      fwd = collective_seconds(Collective::kAllGather, kv * l.cp, spans.cp, hw);
-      bwd = collective_seconds(Collective::kReduceScatter, kv * l.cp, spans.cp, hw);
-    } else {
-      const bool other_node = spans.cp.nodes > 1;
-      const double pass = send_seconds(kv, other_node, spans.cp.across_switches, hw);
-      const double pass_back = send_seconds(2 * kv, other_node, spans.cp.across_switches, hw);
-      fwd = (l.cp - 1) * std::max(0.0, pass - att.forward / l.cp);
-      bwd = (l.cp - 1) * std::max(0.0, pass_back - att.backward / l.cp);
-    }
-    c.cp = fwd + bwd + (full ? fwd : 0);
-  }
-
+  if (l.cp > 1) c.cp = context_parallel(m, l, att, spans, p, hw);
   // Expert parallel: dispatch and combine, forward and backward.
   if (moe && l.ep > 1) {
     const double a2a = collective_seconds(Collective::kAllToAll, m.top_k * n * C * e / tp, spans.ep, hw);

@@ -70,29 +70,15 @@ std::pair<double, double> data_parallel(const RankTime& r, const StepInputs& in,
   return {reduce + gather, reduce_exposed + gather_exposed};
 }
 
-}  // namespace
-
-Flops flops_per_token(const ModelDims& m, const ParamCounts& p) {
-  Flops f;
-  const double attention = 4 * m.T * m.C * m.L;  // Q K^T and A V, 2 T C each per layer
-  f.forward_per_token = 2 * p.active_matmul + attention;
-  f.model_per_token = 3 * f.forward_per_token;  // backward = 2 x forward
-  double again = 0;                              // what recompute runs a second time
-  if (m.recompute == Recompute::kFull) again = f.forward_per_token - 2 * m.V * m.C;
-  if (m.recompute == Recompute::kSelective) again = attention;
-  f.hardware_per_token = f.model_per_token + again;
-  f.attention_per_token = 3 * attention + (m.recompute == Recompute::kNone ? 0 : attention);
-  return f;
-}
-
-StepTime predict_step(const StepInputs& in, const HardwareProfile& hw) {
+// Every pipeline rank's micro-batch time by part; `p2p` receives one pipeline transfer's
+// seconds.
+std::vector<RankTime> rank_times(const StepInputs& in, const HardwareProfile& hw, double* p2p) {
   const PlanLayout& l = in.layout;
   const ModelDims& m = in.model;
   const ParamCounts& pc = in.params;
   const Runtime& rt = in.runtime;
   const int p = std::max(1, l.pp), v = p > 1 ? std::max(1, l.virtual_stages) : 1, stages = p * v;
   const double tp = l.tp, e = in.precision.act_bytes;
-
   const BlockCost dense = block_cost(m, l, false, rt, in.spans, in.precision, hw);
   const BlockCost moe = m.moe_layers > 0 ? block_cost(m, l, true, rt, in.spans, in.precision, hw) : BlockCost{};
   const double head = head_seconds(m, l, in.precision, hw);
@@ -100,10 +86,10 @@ StepTime predict_step(const StepInputs& in, const HardwareProfile& hw) {
   const std::vector<int> bounds = stage_bounds(m, l, rt, stages);
   // A pipeline transfer: a stage's output for one micro-batch (1/tp of it per rank when
   // sequence-parallel or scattered).
-  double p2p = 0;
+  *p2p = 0;
   if (p > 1) {
     const double bytes = l.micro_batch * m.T / l.cp * m.C * e / (l.sp || rt.pp_scatter_gather ? tp : 1);
-    p2p = send_seconds(bytes, in.spans.pp.nodes > 1, in.spans.pp.across_switches, hw);
+    *p2p = send_seconds(bytes, in.spans.pp.nodes > 1, in.spans.pp.across_switches, hw);
   }
   const double vocab = std::ceil(m.V / tp) * m.C;
   std::vector<RankTime> ranks(static_cast<size_t>(p));
@@ -131,13 +117,38 @@ StepTime predict_step(const StepInputs& in, const HardwareProfile& hw) {
         t.backward += head * 2 / 3;
         t.dense_params += pc.final_norm + ((m.tied && p == 1) ? 0 : vocab);
       }
-      if (p > 1 && !rt.pp_overlap) t.pp += 2 * p2p;  // its input forward, its gradient back
+      if (p > 1 && !rt.pp_overlap) t.pp += 2 * *p2p;  // its input forward, its gradient back
     }
     if (rt.grad_accumulation_pass) {
       t.compute += (t.dense_params + t.expert_params) * (e + 8) /
                    (hw.memory_bandwidth * hw.elementwise_efficiency);
     }
   }
+  return ranks;
+}
+
+}  // namespace
+
+Flops flops_per_token(const ModelDims& m, const ParamCounts& p) {
+  Flops f;
+  const double attention = 4 * m.T * m.C * m.L;  // Q K^T and A V, 2 T C each per layer
+  f.forward_per_token = 2 * p.active_matmul + attention;
+  f.model_per_token = 3 * f.forward_per_token;  // backward = 2 x forward
+  double again = 0;                              // what recompute runs a second time
+  if (m.recompute == Recompute::kFull) again = f.forward_per_token - 2 * m.V * m.C;
+  if (m.recompute == Recompute::kSelective) again = attention;
+  f.hardware_per_token = f.model_per_token + again;
+  f.attention_per_token = 3 * attention + (m.recompute == Recompute::kNone ? 0 : attention);
+  return f;
+}
+
+StepTime predict_step(const StepInputs& in, const HardwareProfile& hw) {
+  const PlanLayout& l = in.layout;
+  const ModelDims& m = in.model;
+  const int p = std::max(1, l.pp), v = p > 1 ? std::max(1, l.virtual_stages) : 1;
+  double p2p = 0;
+  const std::vector<RankTime> ranks = rank_times(in, hw, &p2p);
+  const Runtime& rt = in.runtime;
 
   // The pipeline: m micro-batches at the slowest rank's pace, then the fill and drain:
   // (p-1)/v of a rank's micro-batch (a third of it for ZB-H1, whose weight gradients fill
@@ -173,7 +184,7 @@ StepTime predict_step(const StepInputs& in, const HardwareProfile& hw) {
   }
   st.total = busy + st.bubble + (st.pp - mcount * slow->pp) + st.dp_exposed + st.optimizer;
 
-  const Flops f = flops_per_token(m, pc);
+  const Flops f = flops_per_token(m, in.params);
   const double tokens = static_cast<double>(l.micro_batch) * l.grad_accum * l.dp * m.T;
   st.tokens_per_s = tokens / st.total;
   st.tokens_per_s_per_gpu = st.tokens_per_s / l.world();
