@@ -69,14 +69,6 @@ Status runnable(const ParallelSpec& spec, const config::JobConfig& job, const st
     return Status::invalid("partrain: " + layout + ": " + name + " runs on CPU ranks only in this "
                            "version; use --device cpu (a cpu profile), or drop " + name);
   }
-  // The workers split the layers evenly over pp x virtual stages (layout/validate.cc).
-  const long long chunks = 1LL * spec.pp * std::max(1, spec.virtual_stages);
-  if (job.model.layers % chunks != 0) {
-    return Status::invalid("partrain: " + layout + ": " + std::to_string(job.model.layers) +
-                           " layers do not split evenly over " + std::to_string(chunks) +
-                           " pipeline chunks, which this version's workers need; use a pp (x V) "
-                           "that divides the layers");
-  }
   return Status::ok();
 }
 

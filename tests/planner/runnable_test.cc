@@ -58,13 +58,13 @@ TEST(PlannerRunnable, GpuRanksRunPlainDataParallelOnly) {
   for (const StrategySupport& s : strategy_support()) EXPECT_EQ(s.cuda, std::string(s.name) == "dp") << s.name;
 }
 
-TEST(PlannerRunnable, CompositionsAndUnevenStagesTheWorkersRefuse) {
+TEST(PlannerRunnable, CompositionsTheWorkersRefuseAndUnevenStagesTheyRun) {
   const Status ep_tp = runnable(spec("tp2,ep2", 2), tiny(8, 4), "cpu");
   ASSERT_FALSE(ep_tp.is_ok());
   EXPECT_NE(ep_tp.message().find("expert parallelism"), std::string::npos);
+  // 8 layers on pp3: stages of 3, 3 and 2 blocks (the cost-balanced split) run.
   const Status uneven = runnable(spec("pp3", 1), tiny(8), "cpu");
-  ASSERT_FALSE(uneven.is_ok());
-  EXPECT_NE(uneven.message().find("8 layers"), std::string::npos) << uneven.message();
+  EXPECT_TRUE(uneven.is_ok()) << uneven.message();
 }
 
 TEST(PlannerRunnable, SearchRanksOnlyWhatTheDeviceRuns) {
