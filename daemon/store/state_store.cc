@@ -9,6 +9,7 @@
 #include <rocksdb/write_batch.h>
 
 #include "store/crc32c.h"
+#include "store/store_lock.h"
 #include "store/shard_file.h"
 
 namespace partrain::store {
@@ -55,8 +56,15 @@ Result<std::unique_ptr<StateStore>> StateStore::open(const std::string& root, bo
   }
   rocksdb::DB* db = nullptr;
   rocksdb::Status s = read_only ? rocksdb::DB::OpenForReadOnly(o, path, &db) : rocksdb::DB::Open(o, path, &db);
+  if (!read_only && s.IsIOError() && s.ToString().find("lock") != std::string::npos) {
+    // Locked: broken when its recorded owner is gone, else a configuration error (store_lock.h).
+    Result<bool> broken = break_stale_lock(path);
+    if (!broken) return broken.status();
+    s = rocksdb::DB::Open(o, path, &db);
+  }
   PARTRAIN_RETURN_IF_ERROR(from_rocks(s, path));
   st->db_.reset(db);
+  if (!read_only) PARTRAIN_RETURN_IF_ERROR(write_owner(path));
   return st;
 }
 
