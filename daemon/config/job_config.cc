@@ -108,6 +108,14 @@ const std::vector<KeyRule<JobDraft>>& job_rules() {
       detail::number_key<JobDraft>("training", "min_lr", FIELD(training.min_lr), at_least(0)),
       detail::integer_key<JobDraft>("training", "warmup_steps", FIELD(training.warmup_steps),
                                     at_least(0)),
+      detail::choice_key<JobDraft>("training", "lr_schedule", FIELD(training.lr_schedule),
+                                   std::vector<std::pair<std::string, engine::LrSchedule>>{
+                                       {"cosine", engine::LrSchedule::kCosine},
+                                       {"linear", engine::LrSchedule::kLinear},
+                                       {"constant", engine::LrSchedule::kConstant},
+                                       {"wsd", engine::LrSchedule::kWsd}}),
+      detail::integer_key<JobDraft>("training", "decay_steps", FIELD(training.decay_steps), at_least(0)),
+      detail::integer_key<JobDraft>("training", "cooldown_steps", FIELD(training.cooldown_steps), at_least(0)),
       detail::number_key<JobDraft>("training", "beta1", FIELD(training.beta1), half_open(0, 1)),
       detail::number_key<JobDraft>("training", "beta2", FIELD(training.beta2), half_open(0, 1)),
       detail::number_key<JobDraft>("training", "eps", FIELD(training.eps), above(0)),
@@ -204,8 +212,20 @@ Status check_model_and_training(const JobConfig& job, const SeenKeys& seen, cons
   }
   if (t.min_lr > t.lr) {
     return Status::invalid(fmt::format(
-        "{}[training] min_lr = {} is above lr = {}; the cosine schedule decays from lr to min_lr",
+        "{}[training] min_lr = {} is above lr = {}; the schedule decays from lr to min_lr",
         detail::where(src, line_of(seen, "training.min_lr")), t.min_lr, t.lr));
+  }
+  if (t.decay_steps > 0 && t.decay_steps <= t.warmup_steps) {
+    return Status::invalid(fmt::format(
+        "{}[training] decay_steps = {} is not above warmup_steps = {}; decay_steps is the step the decay "
+        "ends at, warm-up included: raise it, or remove it for the run's steps",
+        detail::where(src, line_of(seen, "training.decay_steps")), t.decay_steps, t.warmup_steps));
+  }
+  if (t.cooldown_steps > 0 && t.decay_steps > 0 && t.cooldown_steps > t.decay_steps - t.warmup_steps) {
+    return Status::invalid(fmt::format(
+        "{}[training] cooldown_steps = {} is longer than the {} steps from the warm-up's end to decay_steps = {}; "
+        "lower it", detail::where(src, line_of(seen, "training.cooldown_steps")), t.cooldown_steps,
+        t.decay_steps - t.warmup_steps, t.decay_steps));
   }
   if (t.global_batch % t.micro_batch != 0) {
     return Status::invalid(fmt::format(

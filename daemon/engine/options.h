@@ -11,6 +11,8 @@ namespace partrain::engine {
 
 enum class Arch { kGpt2, kLlama };
 enum class Recompute { kNone, kSelective, kFull };
+// The learning-rate schedule after the warm-up (engine/train/lr_schedule.h lr_at).
+enum class LrSchedule { kCosine, kLinear, kConstant, kWsd };
 
 struct ModelOptions {
   Arch arch = Arch::kGpt2;        // "gpt2" (LayerNorm, GELU, learned positions, tied head)
@@ -56,8 +58,16 @@ struct TrainOptions {
   int micro_batch = 8;            // sequences per forward/backward on one rank. Default: 8
   uint64_t seed = 1337;           // keys every random stream (init, dropout, data order). Default: 1337
   float lr = 3e-4f;               // peak learning rate. Default: 3e-4
-  float min_lr = 3e-5f;           // final learning rate of the cosine decay. Default: 3e-5
+  float min_lr = 3e-5f;           // learning rate at the end of the decay. Default: 3e-5
   int64_t warmup_steps = 10;      // linear warm-up steps. Default: 10
+  LrSchedule lr_schedule = LrSchedule::kCosine;  // decay after the warm-up. Default: cosine
+  // The step at which the decay reaches min_lr (warm-up included). 0 = `steps` of the run's
+  // first start, then kept in its checkpoints, so a resumed run with another --steps keeps
+  // its schedule. Default: 0
+  int64_t decay_steps = 0;
+  // warmup-stable-decay: the steps of the final decay, ending at decay_steps.
+  // 0 = a fifth of (decay_steps - warmup_steps), at least 1. Default: 0
+  int64_t cooldown_steps = 0;
   float beta1 = 0.9f;             // AdamW beta1. Default: 0.9
   float beta2 = 0.95f;            // AdamW beta2. Default: 0.95
   float eps = 1e-8f;              // AdamW epsilon. Default: 1e-8

@@ -128,9 +128,9 @@ Result<std::vector<PieceRecord>> decode_pieces(std::string_view text) {
 
 std::string encode_state(const TrainState& s) {
   return fmt::format("state\tstep={}\tconsumed={}\tepoch={}\tseed={}\tadam_steps={}\tlr_step={}\t"
-                     "loss_scale={}\ttokens={}\tlayout={}\tworld={}\n", s.step, s.consumed_samples,
-                     s.epoch, s.seed, s.adam_steps, s.lr_step, s.loss_scale, s.tokens,
-                     s.layout.empty() ? "-" : s.layout, s.world);
+                     "decay_steps={}\tloss_scale={}\ttokens={}\tlayout={}\tworld={}\n", s.step,
+                     s.consumed_samples, s.epoch, s.seed, s.adam_steps, s.lr_step, s.decay_steps, s.loss_scale,
+                     s.tokens, s.layout.empty() ? "-" : s.layout, s.world);
 }
 
 Result<TrainState> decode_state(std::string_view text) {
@@ -154,6 +154,8 @@ Result<TrainState> decode_state(std::string_view text) {
             parse_num(need("tokens"), &s.tokens) && parse_num(need("world"), &s.world);
   const std::string_view scale = need("loss_scale");
   ok = ok && std::from_chars(scale.data(), scale.data() + scale.size(), s.loss_scale).ec == std::errc();
+  // Optional: absent in checkpoints written before the schedule's length was kept.
+  if (kv.count("decay_steps") != 0) ok = ok && parse_num(need("decay_steps"), &s.decay_steps) && s.decay_steps >= 0;
   if (!ok) return bad(line, "missing or malformed field");
   s.layout = need("layout") == "-" ? "" : std::string(need("layout"));
   return s;

@@ -65,6 +65,10 @@ struct TrainState {
   int64_t tokens = 0;             // tokens trained on
   std::string layout;             // the layout that wrote it, e.g. "dp2", for messages
   int world = 1;                  // ranks that wrote pieces
+  // The learning-rate schedule's length the run started with ([training] decay_steps,
+  // default its first start's steps): a resumed run keeps it whatever --steps says. 0 in
+  // checkpoints written before it was kept (the resumed run's own then holds).
+  int64_t decay_steps = 0;
 };
 
 struct Checkpoint {

@@ -181,11 +181,15 @@ Status restore_trainer(train::Trainer& trainer, const std::string& root, const C
     }
     part.opt->set_steps_taken(c.state.adam_steps);
   }
-  trainer.set_progress(c.state.step, c.state.tokens);
+  trainer.set_progress(c.state.step, c.state.tokens, c.state.decay_steps);
   if (announce) {
     log::info("store", "resuming at step {} from {}/{} (written by {}, sample {}, epoch {})", c.state.step, root,
               step_folder(c.state.step), c.state.layout.empty() ? "one rank" : c.state.layout,
               c.state.consumed_samples, c.state.epoch);
+    if (c.state.decay_steps > 0 && c.state.decay_steps != trainer.decay_steps()) {
+      log::warn("store", "learning-rate schedule of {} steps ([training] decay_steps), not the {} the run started "
+                "with: the learning rate changes from this step on", trainer.decay_steps(), c.state.decay_steps);
+    }
     if (c.state.step >= trainer.options().train.steps) {
       log::warn("store", "the checkpoint of step {} already reaches [training] steps = {}: nothing to train; "
                 "give --steps N above {} to train on, or remove {} to start over", c.state.step,
@@ -257,6 +261,7 @@ Status CheckpointSaver::after_step(train::Trainer& trainer, bool final, train::S
   st.seed = tr.seed;
   st.adam_steps = trainer.optimizer().steps_taken();
   st.lr_step = step;
+  st.decay_steps = trainer.decay_steps();
   st.loss_scale = 1.0;
   st.tokens = trainer.tokens();
   st.layout = o_.layout_name;

@@ -258,6 +258,12 @@ INSTANTIATE_TEST_SUITE_P(
         BadJob{"[checkpoint]\nzzzzzzzz = 1\n",
                "job.toml:2: [checkpoint] key 'zzzzzzzz' is unknown; the keys of [checkpoint] "
                "are: dir, every, keep, async, max_restarts"},
+        BadJob{DATA "[training]\nwarmup_steps = 10\ndecay_steps = 10\n",
+               "job.toml:5: [training] decay_steps = 10 is not above warmup_steps = 10; decay_steps is the step the "
+               "decay ends at, warm-up included: raise it, or remove it for the run's steps"},
+        BadJob{DATA "[training]\nlr_schedule = \"step\"\n",
+               "job.toml:4: [training] key 'lr_schedule' must be one of \"cosine\", \"linear\", \"constant\", "
+               "\"wsd\" (got \"step\")"},
         // Unknown tables and keys outside any table.
         BadJob{"[trainig]\nsteps = 1\n",
                "job.toml:1: table [trainig] is unknown; did you mean [training]?"},
@@ -339,7 +345,7 @@ INSTANTIATE_TEST_SUITE_P(
                "job.toml:6: [model] moe_every = 3 is more than layers = 2, so no block would "
                "have experts; lower moe_every or set moe_experts = 0"},
         BadJob{DATA "[training]\nlr = 1e-4\nmin_lr = 1e-3\n",
-               "job.toml:5: [training] min_lr = 0.001 is above lr = 0.0001; the cosine schedule "
+               "job.toml:5: [training] min_lr = 0.001 is above lr = 0.0001; the schedule "
                "decays from lr to min_lr"},
         BadJob{DATA "[training]\nglobal_batch = 20\nmicro_batch = 8\n",
                "job.toml:4: [training] global_batch = 20 is not a multiple of micro_batch = 8; "
@@ -390,8 +396,8 @@ TEST(JobConfig, KnownKeysComeFromTheParserTable) {
   auto keys = known_job_keys();
   std::set<std::string> unique(keys.begin(), keys.end());
   EXPECT_EQ(unique.size(), keys.size()) << "a key is listed twice";
-  // 3 [job] + 19 [model] + 2 [data] + 13 [training] + 10 [parallelism] + 5 [checkpoint].
-  EXPECT_EQ(keys.size(), 52u);
+  // 3 [job] + 19 [model] + 2 [data] + 16 [training] + 10 [parallelism] + 5 [checkpoint].
+  EXPECT_EQ(keys.size(), 55u);
   for (const char* k : {"job.name", "model.arch", "model.recompute", "data.train_files",
                         "training.lr", "parallelism.spec", "parallelism.mb", "parallelism.stage_layers", "checkpoint.keep"}) {
     EXPECT_TRUE(unique.count(k)) << k;

@@ -1,4 +1,4 @@
-// AdamW, clipping and the learning-rate schedule.
+// AdamW and clipping.
 #include "engine/train/optimizer.h"
 
 
@@ -9,17 +9,6 @@
 #include "engine/train/grad_norm.h"
 
 namespace partrain::engine::train {
-
-float lr_at(const TrainOptions& o, int64_t step) {
-  if (o.warmup_steps > 0 && step < o.warmup_steps) {
-    return o.lr * static_cast<float>(step + 1) / static_cast<float>(o.warmup_steps);
-  }
-  const int64_t decay_steps = o.steps - o.warmup_steps > 1 ? o.steps - o.warmup_steps : 1;
-  double progress = static_cast<double>(step - o.warmup_steps) / static_cast<double>(decay_steps);
-  if (progress > 1.0) progress = 1.0;
-  const double kPi = 3.14159265358979323846;
-  return static_cast<float>(o.min_lr + (o.lr - o.min_lr) * 0.5 * (1.0 + std::cos(kPi * progress)));
-}
 
 Result<std::unique_ptr<AdamW>> AdamW::create(model::Model* model, const TrainOptions& o) {
   std::unique_ptr<AdamW> a(new AdamW());

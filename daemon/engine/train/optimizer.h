@@ -1,5 +1,5 @@
-// AdamW over a model's parameter table, with global-norm gradient clipping and the
-// learning-rate schedule (linear warm-up, then cosine decay to min_lr). Under ZeRO
+// AdamW over a model's parameter table, with global-norm gradient clipping; its learning
+// rate per step comes from the schedule (lr_schedule.h). Under ZeRO
 // (model->shard().stage >= 1) it keeps the moments (and master weights) of the rank's shard
 // only and steps model->shard_params() with model->shard_grads().
 #pragma once
@@ -11,14 +11,9 @@
 #include "engine/backend.h"
 #include "engine/model/model.h"
 #include "engine/options.h"
+#include "engine/train/lr_schedule.h"
 
 namespace partrain::engine::train {
-
-// The learning rate of optimizer step `step` (0-based) of `o.steps`:
-//   step < warmup:  lr * (step + 1) / warmup
-//   after:          min_lr + (lr - min_lr) * (1 + cos(pi * progress)) / 2,
-//                   progress = (step - warmup) / max(1, steps - warmup), clamped to 1
-float lr_at(const TrainOptions& o, int64_t step);
 
 struct OptimizerStepStats {
   float grad_norm = 0;   // global L2 norm of the gradient before clipping

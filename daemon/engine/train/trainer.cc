@@ -20,6 +20,7 @@
 #include "engine/model/hf_io.h"
 #include "engine/model/stage.h"
 #include "engine/train/grad_norm.h"
+#include "engine/train/lr_schedule.h"
 
 namespace partrain::engine::train {
 namespace {
@@ -34,6 +35,8 @@ double ms_since(Clock::time_point t0) {
 Result<std::unique_ptr<Trainer>> Trainer::create(const RunOptions& options) {
   std::unique_ptr<Trainer> t(new Trainer());
   t->o_ = options;
+  t->job_decay_steps_ = options.train.decay_steps;
+  t->o_.train.decay_steps = resolve_decay_steps(options.train, 0);
   const TrainOptions& tr = options.train;
   // Global batch = micro_batch x grad_accum x dp.
   const int per_pass = tr.micro_batch * options.dp;
@@ -101,9 +104,12 @@ model::ShardOptions shard_of_part(const model::ShardOptions& shard, int64_t view
   return s;
 }
 
-void Trainer::set_progress(int64_t steps_done, int64_t tokens) {
+void Trainer::set_progress(int64_t steps_done, int64_t tokens, int64_t decay_steps) {
   step_ = steps_done;
   tokens_ = tokens;
+  TrainOptions job = o_.train;
+  job.decay_steps = job_decay_steps_;
+  o_.train.decay_steps = resolve_decay_steps(job, decay_steps);
 }
 
 Trainer::~Trainer() {

@@ -119,10 +119,14 @@ class Trainer {
 
   // Checkpoint/resume: optimizer steps done and tokens trained on. After the weights and
   // moments were restored, set_progress(step) makes run() continue at step + 1 with the
-  // data, dropout and learning rate of that step (all functions of the step).
+  // data, dropout and learning rate of that step (all functions of the step); the
+  // checkpoint's `decay_steps` (0: none kept) fixes the schedule's length unless the job
+  // sets [training] decay_steps (lr_schedule.h resolve_decay_steps).
   int64_t steps_done() const { return step_; }
   int64_t tokens() const { return tokens_; }
-  void set_progress(int64_t steps_done, int64_t tokens);
+  void set_progress(int64_t steps_done, int64_t tokens, int64_t decay_steps = 0);
+  // The learning-rate schedule's length this run trains with (what a checkpoint keeps).
+  int64_t decay_steps() const { return o_.train.decay_steps; }
 
  private:
   Trainer() = default;
@@ -131,7 +135,8 @@ class Trainer {
   void account(StepMetrics* m) const;
   void print_step(const StepMetrics& m) const;
 
-  RunOptions o_;
+  RunOptions o_;  // o_.train.decay_steps resolved (> 0)
+  int64_t job_decay_steps_ = 0;  // [training] decay_steps as the job gave it (0: unset)
   std::unique_ptr<Backend> backend_;
   std::vector<ModelPart> parts_;
   std::shared_ptr<data::TokenDataset> data_;
