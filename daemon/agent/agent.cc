@@ -19,6 +19,7 @@
 #include "agent/checkpoint_committer.h"
 #include "agent/gpu_binding.h"
 #include "agent/heartbeat.h"
+#include "agent/resume_policy.h"
 #include "agent/supervise.h"
 #include "agent/supervisor.h"
 #include "comm/rendezvous/client.h"
@@ -102,6 +103,7 @@ Result<config::JobConfig> load_job(const AgentOptions& o) {
   if (!o.spec.empty()) ov.spec = o.spec;
   if (o.steps > 0) ov.steps = o.steps;
   if (!o.device.empty()) ov.device = o.device;
+  if (!o.resume.empty()) ov.resume = o.resume;
   Result<config::JobConfig> job = config::resolve_job(o.job_path, *site, ov);
   if (!job) return config_error(job.status());
   return job;
@@ -209,9 +211,10 @@ Result<std::unique_ptr<store::Coordinator>> open_state_store(const config::JobCo
                                                              const Rendezvous& r) {
   if (place.node != 0) return std::unique_ptr<store::Coordinator>();
   if (std::getenv("SLURM_RESTART_COUNT") != nullptr) log::info("agent", "SLURM_RESTART_COUNT={}", r.attempt);
-  Result<std::unique_ptr<store::Coordinator>> c = store::Coordinator::open(store::coordinator_options(
-      job.model, job.training, store::checkpoint_root(job.checkpoint.dir, job.run_dir), job.checkpoint.keep,
-      PARTRAIN_VERSION));
+  Result<std::unique_ptr<store::Coordinator>> c = open_for_resume(
+      store::coordinator_options(job.model, job.training, store::checkpoint_root(job.checkpoint.dir, job.run_dir),
+                                 job.checkpoint.keep, PARTRAIN_VERSION),
+      job.checkpoint.resume, first_start_of_job());
   if (!c) (void)r.store->set("job/abort", c.status().message());  // the other nodes stop too
   return c;
 }

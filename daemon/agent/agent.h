@@ -22,6 +22,7 @@ struct AgentOptions {
   int nproc = 0;               // standalone: local ranks (= world). Default: 0
   int64_t steps = 0;           // overrides [training] steps when > 0. Default: 0
   std::string device;          // overrides [job] device ("cpu", "cuda") when set. Default: ""
+  std::string resume;          // overrides [checkpoint] resume (auto, never, STEP) when set. Default: ""
   std::string trace;           // steps every worker traces (e.g. "5-7"); "" = none. Default: ""
   // The hardware profile MFU is counted against (a name or .toml file, as `partrain plan`
   // takes); "" = the device's default (cpu on CPU ranks, none on GPUs). Default: ""

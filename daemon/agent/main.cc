@@ -29,6 +29,10 @@ int main(int argc, char** argv) {
   app.add_option("--partrain", o.spec, "parallel layout items over the job's [parallelism]");
   app.add_option("--steps", o.steps, "optimizer steps (overrides [training] steps)")
       ->check(CLI::PositiveNumber);
+  app.add_option("--resume", o.resume,
+                 "auto (the newest checkpoint that verifies), never (start over; what is there is moved "
+                 "aside) or STEP (that committed checkpoint), on the job's first start (over [checkpoint] "
+                 "resume and $PARTRAIN_RESUME)");
   app.add_option("--site-config", o.site_config, "site config (default: $PARTRAIN_SITE_CONFIG, "
                                                  "else the installed partrain.toml)");
   app.add_option("--worker", o.worker_path, "worker binary (default: the installed partrain-worker)");

@@ -127,7 +127,8 @@ class Supervision {
 
   void forward_stop_signal() {
     if (const int sig = take_stop_signal(); sig != 0 && !stopping_) {
-      log::warn("agent", "{} received: workers stop at the next step boundary", sigabbrev_np(sig));
+      log::warn("agent", "{} received{}: workers save and stop at the next step boundary", sigabbrev_np(sig),
+                sig == SIGUSR1 ? " (the time limit is near: sbatch --signal=USR1@SECONDS)" : "");
       group_.signal_all(SIGTERM);
       stopping_ = true;
       stop_sent_ = Clock::now();

@@ -70,6 +70,18 @@ Result<planner::RunSeries> read_run(const std::string& dir) {
     const std::string where = path + ":" + std::to_string(line_no);
     Result<JsonValue> line = engine::io::parse_json(text);
     if (!line) return Status::invalid("partrain: " + where + ": " + line.status().message());
+    if (member(*line, "event") != nullptr) {
+      // A restart marker: the lines of steps after its resume point written before it (a
+      // crash's) are replaced by those after it.
+      Result<double> at = field(*line, "resumed_at_step", true, 0, where);
+      if (!at) return at.status();
+      while (!s.steps.empty() && static_cast<double>(s.steps.back()) > *at) {
+        s.steps.pop_back();
+        s.loss.pop_back();
+        s.step_ms.pop_back();
+      }
+      continue;
+    }
     Result<double> step = field(*line, "step", true, 0, where);
     Result<double> loss = field(*line, "loss", true, 0, where);
     Result<double> ms = field(*line, "step_ms", true, 0, where);

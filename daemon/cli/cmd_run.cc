@@ -2,6 +2,7 @@
 //
 //   partrain run JOB.toml [--steps N] [--init FILE.safetensors] [--save FILE.safetensors]
 //                [--device cpu|cuda|cuda:N] [--partrain SPEC] [--nproc N] [--trace STEPS]
+//                [--resume auto|never|STEP]
 //   partrain export JOB.toml [--from FILE.safetensors] -o OUT.safetensors
 //
 // run trains on one rank, printing one line per step and writing <run_dir>/metrics.jsonl
@@ -12,8 +13,9 @@
 // rewritten as F32. With --nproc N, run starts one local partraind agent (daemon/agent)
 // that trains the SPEC on N worker ranks: CPU ranks, or with --device cuda one GPU each
 // (data-parallel layouts on GPUs).
-// Both save checkpoints as [checkpoint] says and resume from the newest committed one
-// that verifies (daemon/store); on one rank this process is the coordinator.
+// Both save checkpoints as [checkpoint] says and resume as [checkpoint] resume (--resume)
+// says, by default from the newest committed one that verifies (daemon/store,
+// agent/resume_policy.h); on one rank this process is the coordinator.
 #include <unistd.h>
 
 #include <atomic>
@@ -27,6 +29,7 @@
 
 #include "agent/agent.h"
 #include "agent/gpu_binding.h"
+#include "agent/resume_policy.h"
 #include "cli/commands.h"
 #include "common/exit_codes.h"
 #include "cli/fail.h"
@@ -58,6 +61,7 @@ struct RunArgs {
   int64_t steps = 0;
   std::string init, save, spec, trace, hardware;
   std::string device;  // "" = [job] device
+  std::string resume;  // "" = [checkpoint] resume
   int nproc = 0;  // > 0: the local agent with this many worker ranks
 };
 
@@ -110,6 +114,7 @@ int run_local_agent(const RunArgs& a) {
     config::Overrides ov;
     if (!a.spec.empty()) ov.spec = a.spec;
     if (!a.device.empty()) ov.device = a.device;
+    if (!a.resume.empty()) ov.resume = a.resume;
     Result<config::JobConfig> job = config::resolve_job(a.job, *site, ov);
     if (!job) return fail(job.status());
     if (Status s = config::validate_layout(*job, a.nproc); !s) {
@@ -132,6 +137,7 @@ int run_local_agent(const RunArgs& a) {
   o.nproc = a.nproc;
   o.steps = a.steps;
   o.device = a.device;
+  o.resume = a.resume;
   o.trace = a.trace;
   o.hardware = a.hardware;
   return agent::run_agent(o);
@@ -163,6 +169,11 @@ int run_train(const RunArgs& a) {
   if (a.nproc > 0) return run_local_agent(a);
   Result<config::JobConfig> job = load(a.job);
   if (!job) return fail(job.status());
+  if (!a.resume.empty()) {
+    config::Overrides ov;
+    ov.resume = a.resume;
+    if (Status s = config::apply_command_line(ov, &*job); !s) return fail(s);
+  }
   if (Status s = check_single_rank(*job, a.spec); !s) return fail(s);
   engine::train::RunOptions o;
   o.model = job->model;
@@ -186,9 +197,10 @@ int run_train(const RunArgs& a) {
   o.stop = &install_stop_signal();
   // The state store: resume from the newest checkpoint that verifies, if any.
   log_restart_count();
-  Result<std::unique_ptr<store::Coordinator>> coord = store::Coordinator::open(store::coordinator_options(
-      job->model, o.train, store::checkpoint_root(job->checkpoint.dir, job->run_dir),
-      job->checkpoint.keep, PARTRAIN_VERSION));
+  Result<std::unique_ptr<store::Coordinator>> coord = agent::open_for_resume(
+      store::coordinator_options(job->model, o.train, store::checkpoint_root(job->checkpoint.dir, job->run_dir),
+                                 job->checkpoint.keep, PARTRAIN_VERSION),
+      job->checkpoint.resume, agent::first_start_of_job());
   if (!coord) return fail(coord.status());
   Result<std::optional<store::Checkpoint>> resume = (*coord)->resume_point();
   if (!resume) return fail(resume.status());
@@ -251,6 +263,9 @@ void register_run(CLI::App& app, CommandResult* result) {
   run->add_option("--device", args->device,
                   "cpu, cuda or cuda:N (default: [job] device, cpu); with --nproc, cpu or cuda: "
                   "one GPU per worker");
+  run->add_option("--resume", args->resume,
+                  "auto (the newest checkpoint that verifies), never (start over; what is there is moved "
+                  "aside) or STEP (that committed checkpoint); default: [checkpoint] resume, auto");
   run->add_option("--partrain", args->spec,
                   "parallel layout, e.g. dp2, tp2,dp2, dp2,ep2 or pp4,sched=interleaved:2 (more "
                   "than one rank needs --nproc)");

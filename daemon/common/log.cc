@@ -35,16 +35,19 @@ const char* level_name(Level l) {
 
 std::string utc_now() {
   using namespace std::chrono;
-  auto now = system_clock::now();
-  std::time_t secs = system_clock::to_time_t(now);
-  auto ms = duration_cast<milliseconds>(now.time_since_epoch()).count() % 1000;
-  std::tm tm{};
-  gmtime_r(&secs, &tm);
-  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z", tm.tm_year + 1900, tm.tm_mon + 1,
-                     tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ms);
+  return utc_timestamp(duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count());
 }
 
 }  // namespace
+
+std::string utc_timestamp(int64_t unix_ms) {
+  const std::time_t secs = static_cast<std::time_t>(unix_ms / 1000);
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z", tm.tm_year + 1900, tm.tm_mon + 1,
+                     tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, unix_ms % 1000);
+}
+
 
 bool parse_level(std::string_view text, Level* out) {
   if (text == "debug") *out = Level::kDebug;

@@ -29,6 +29,9 @@ bool parse_level(std::string_view text, Level* out);
 
 void write(Level level, std::string_view subsystem, std::string_view message);
 
+// "2026-11-29T18:50:01.123Z": UTC with milliseconds, as every log line starts.
+std::string utc_timestamp(int64_t unix_ms);
+
 template <typename... Args>
 void debug(std::string_view subsystem, fmt::format_string<Args...> f, Args&&... args) {
   if (level() <= Level::kDebug) write(Level::kDebug, subsystem, fmt::format(f, std::forward<Args>(args)...));

@@ -20,6 +20,7 @@ const std::atomic<bool>& install_stop_signal() {
   struct sigaction sa {};
   sa.sa_handler = on_stop_signal;
   ::sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGUSR1, &sa, nullptr);  // sbatch --signal=USR1@SECONDS: the time limit is near
   ::sigaction(SIGTERM, &sa, nullptr);
   ::sigaction(SIGINT, &sa, nullptr);
   return g_stop;

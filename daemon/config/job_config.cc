@@ -161,6 +161,22 @@ const std::vector<KeyRule<JobDraft>>& job_rules() {
       detail::integer_key<JobDraft>("checkpoint", "keep", FIELD(checkpoint.keep), at_least(1)),
       detail::bool_key<JobDraft>("checkpoint", "async", FIELD(checkpoint.async)),
       detail::integer_key<JobDraft>("checkpoint", "max_restarts", FIELD(checkpoint.max_restarts), at_least(0)),
+      {"checkpoint", "resume",
+       [](const toml::node& node, JobDraft* d, const Source&) -> Status {
+         if (node.is_integer()) {
+           auto v = detail::read_integer(node, at_least(1));
+           if (!v) return v.status();
+           d->job.checkpoint.resume = ResumeMode{ResumeMode::Kind::kStep, *v};
+           return Status::ok();
+         }
+         const std::optional<std::string> v = node.value<std::string>();
+         if (!v || (*v != "auto" && *v != "never")) {
+           return Status::invalid(std::string("must be \"auto\", \"never\" or the step of a committed checkpoint "
+                                              "(>= 1)") + (v ? " (got \"" + *v + "\")" : ""));
+         }
+         d->job.checkpoint.resume.kind = *v == "auto" ? ResumeMode::Kind::kAuto : ResumeMode::Kind::kNever;
+         return Status::ok();
+       }},
   };
   return kRules;
 }
@@ -312,7 +328,7 @@ std::optional<uint64_t> parse_unsigned(const std::string& text) {
 
 // Where an override came from, for messages: PARTRAIN_STEPS or --steps.
 struct OverrideNames {
-  std::string spec, steps, seed, run_dir, device;
+  std::string spec, steps, seed, run_dir, device, resume;
   bool from_environment;
 };
 
@@ -352,6 +368,13 @@ Status apply_overrides(const Overrides& o, const OverrideNames& names, JobConfig
                                          names.from_environment ? "=" : " "));
     }
     job->device = *o.device;
+  }
+  if (o.resume) {
+    const std::string given = names.from_environment ? fmt::format("{}='{}'", names.resume, *o.resume)
+                                                     : fmt::format("{} {}", names.resume, *o.resume);
+    Result<ResumeMode> mode = parse_resume(*o.resume, given);
+    if (!mode) return mode.status();
+    job->checkpoint.resume = *mode;
   }
   *out = std::move(copy);
   return Status::ok();
@@ -427,6 +450,7 @@ Status apply_environment(const std::map<std::string, std::string>& env, JobConfi
   o.spec = get("PARTRAIN_SPEC");
   o.run_dir = get("PARTRAIN_RUN_DIR");
   o.device = get("PARTRAIN_DEVICE");
+  o.resume = get("PARTRAIN_RESUME");
   if (auto steps = get("PARTRAIN_STEPS")) {
     auto v = parse_unsigned(*steps);
     if (!v || *v < 1 || *v > static_cast<uint64_t>(INT64_MAX)) {
@@ -453,29 +477,21 @@ Status apply_environment(const std::map<std::string, std::string>& env, JobConfi
     }
     o.checkpoint_every = static_cast<int64_t>(*v);
   }
-  PARTRAIN_RETURN_IF_ERROR(
-      apply_overrides(o, {"PARTRAIN_SPEC", "PARTRAIN_STEPS", "PARTRAIN_SEED", "PARTRAIN_RUN_DIR",
-                          "PARTRAIN_DEVICE", true}, job));
-  // Under Slurm the SPANK plugin gives every job a state directory on shared storage, kept
-  // across requeues (<state_root>/slurm-<job id>): checkpoints go there unless the job
-  // file names a [checkpoint] dir.
-  if (auto state = get("PARTRAIN_STATE_DIR"); state && job->checkpoint.dir.empty()) {
-    job->checkpoint.dir = *state + "/checkpoints";
-  }
-  return Status::ok();
+  return apply_overrides(o, {"PARTRAIN_SPEC", "PARTRAIN_STEPS", "PARTRAIN_SEED", "PARTRAIN_RUN_DIR",
+                             "PARTRAIN_DEVICE", "PARTRAIN_RESUME", true}, job);
 }
 
 Status apply_environment(JobConfig* job) {
   std::map<std::string, std::string> env;
   for (const char* name : {"PARTRAIN_SPEC", "PARTRAIN_STEPS", "PARTRAIN_SEED", "PARTRAIN_RUN_DIR",
-                           "PARTRAIN_CHECKPOINT_EVERY", "PARTRAIN_STATE_DIR", "PARTRAIN_DEVICE"}) {
+                           "PARTRAIN_CHECKPOINT_EVERY", "PARTRAIN_DEVICE", "PARTRAIN_RESUME"}) {
     if (const char* v = std::getenv(name)) env[name] = v;
   }
   return apply_environment(env, job);
 }
 
 Status apply_command_line(const Overrides& cli, JobConfig* job) {
-  return apply_overrides(cli, {"--partrain", "--steps", "--seed", "--run-dir", "--device", false}, job);
+  return apply_overrides(cli, {"--partrain", "--steps", "--seed", "--run-dir", "--device", "--resume", false}, job);
 }
 
 Status overlay_command_line_spec(std::string_view spec, JobConfig* job) {
@@ -492,6 +508,26 @@ Result<JobConfig> resolve_job(const std::string& path, const SiteConfig& site,
   PARTRAIN_RETURN_IF_ERROR(apply_environment(&*job));
   PARTRAIN_RETURN_IF_ERROR(apply_command_line(cli, &*job));
   return job;
+}
+
+std::string ResumeMode::to_string() const {
+  switch (kind) {
+    case Kind::kAuto: return "auto";
+    case Kind::kNever: return "never";
+    case Kind::kStep: return std::to_string(step);
+  }
+  return "?";
+}
+
+Result<ResumeMode> parse_resume(std::string_view text, std::string_view what) {
+  if (text == "auto") return ResumeMode{};
+  if (text == "never") return ResumeMode{ResumeMode::Kind::kNever, 0};
+  const std::optional<uint64_t> step = parse_unsigned(std::string(text));
+  if (step && *step >= 1 && *step <= static_cast<uint64_t>(INT64_MAX)) {
+    return ResumeMode{ResumeMode::Kind::kStep, static_cast<int64_t>(*step)};
+  }
+  return Status::invalid(fmt::format("{}: resume is auto (the newest checkpoint that verifies), never (start "
+                                     "over) or the step of a committed checkpoint, e.g. 200", what));
 }
 
 Result<int> grad_accum_steps(const JobConfig& job, int dp) {

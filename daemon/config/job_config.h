@@ -20,12 +20,30 @@
 
 namespace partrain::config {
 
+// Where a start resumes from ([checkpoint] resume, PARTRAIN_RESUME, --resume).
+struct ResumeMode {
+  enum class Kind {
+    kAuto,   // the newest committed checkpoint that verifies, if any
+    kNever,  // start over: a first start moves the checkpoints already there aside
+    kStep,   // the committed checkpoint of `step`, which must verify
+  };
+  Kind kind = Kind::kAuto;
+  int64_t step = 0;  // kStep only, >= 1
+  std::string to_string() const;  // "auto", "never", "20"
+};
+// "auto", "never" or a step >= 1; invalid otherwise, saying so after `what` (e.g. "--resume x").
+Result<ResumeMode> parse_resume(std::string_view text, std::string_view what);
+
 struct CheckpointOptions {
-  std::string dir;        // where checkpoints go; "" = <run_dir>/checkpoints. Default: ""
+  // Where checkpoints go; "" = <run_dir>/checkpoints, so the run folder (by default
+  // runs/<job name>) is what identifies a run: the same job submitted again resumes it.
+  // Default: ""
+  std::string dir;
   int64_t every = 0;      // save every N steps; 0 = only at the end and on SIGTERM. Default: 0
   int keep = 3;           // committed checkpoints kept. Default: 3
   bool async = true;      // write and commit on a background thread. Default: true
   int max_restarts = 0;   // in-job restarts of the worker group after a worker died. Default: 0
+  ResumeMode resume;      // where the first start resumes from; requeues and restarts: auto. Default: auto
 };
 
 struct JobConfig {
@@ -61,6 +79,7 @@ struct Overrides {
   std::optional<std::string> run_dir;  // --run-dir / PARTRAIN_RUN_DIR
   std::optional<int64_t> checkpoint_every;  // PARTRAIN_CHECKPOINT_EVERY: [checkpoint] every
   std::optional<std::string> device;   // --device / PARTRAIN_DEVICE: [job] device, cpu or cuda
+  std::optional<std::string> resume;   // --resume / PARTRAIN_RESUME: [checkpoint] resume
 };
 
 // Reads and validates a job file. Every error names the file, the line and the key.
@@ -74,7 +93,8 @@ Result<JobConfig> parse_job(std::string_view text, const std::string& path);
 Status apply_site_defaults(const SiteConfig& site, JobConfig* job);
 
 // Applies PARTRAIN_* environment overrides (PARTRAIN_SPEC, PARTRAIN_STEPS, PARTRAIN_SEED,
-// PARTRAIN_RUN_DIR, PARTRAIN_CHECKPOINT_EVERY, PARTRAIN_DEVICE) on top of the file; the command line is applied after this by the caller.
+// PARTRAIN_RUN_DIR, PARTRAIN_CHECKPOINT_EVERY, PARTRAIN_DEVICE, PARTRAIN_RESUME) on top of
+// the file; the command line is applied after this by the caller.
 Status apply_environment(JobConfig* job);
 // The same from an explicit environment (name -> value), for tests and for agents that
 // pass a worker's environment on.

@@ -257,7 +257,10 @@ INSTANTIATE_TEST_SUITE_P(
                "job.toml:2: [training] key 'vocab_size' is unknown; it belongs in [model]"},
         BadJob{"[checkpoint]\nzzzzzzzz = 1\n",
                "job.toml:2: [checkpoint] key 'zzzzzzzz' is unknown; the keys of [checkpoint] "
-               "are: dir, every, keep, async, max_restarts"},
+               "are: dir, every, keep, async, max_restarts, resume"},
+        BadJob{DATA "[checkpoint]\nresume = \"latest\"\n",
+               "job.toml:4: [checkpoint] key 'resume' must be \"auto\", \"never\" or the step of a committed "
+               "checkpoint (>= 1) (got \"latest\")"},
         BadJob{DATA "[training]\nwarmup_steps = 10\ndecay_steps = 10\n",
                "job.toml:5: [training] decay_steps = 10 is not above warmup_steps = 10; decay_steps is the step the "
                "decay ends at, warm-up included: raise it, or remove it for the run's steps"},
@@ -396,8 +399,8 @@ TEST(JobConfig, KnownKeysComeFromTheParserTable) {
   auto keys = known_job_keys();
   std::set<std::string> unique(keys.begin(), keys.end());
   EXPECT_EQ(unique.size(), keys.size()) << "a key is listed twice";
-  // 3 [job] + 19 [model] + 2 [data] + 16 [training] + 10 [parallelism] + 5 [checkpoint].
-  EXPECT_EQ(keys.size(), 55u);
+  // 3 [job] + 19 [model] + 2 [data] + 16 [training] + 10 [parallelism] + 6 [checkpoint].
+  EXPECT_EQ(keys.size(), 56u);
   for (const char* k : {"job.name", "model.arch", "model.recompute", "data.train_files",
                         "training.lr", "parallelism.spec", "parallelism.mb", "parallelism.stage_layers", "checkpoint.keep"}) {
     EXPECT_TRUE(unique.count(k)) << k;

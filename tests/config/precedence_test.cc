@@ -73,15 +73,33 @@ TEST(Precedence, EnvironmentOverTheFileAndCommandLineOverTheEnvironment) {
   EXPECT_EQ(job.training.seed, 99u);  // no --seed: the environment's stays
 }
 
-TEST(Precedence, SlurmStateDirectoryHoldsTheCheckpointsUnlessTheFileNamesADir) {
+// A run is identified by its run folder, not by a Slurm job id: the job's state directory
+// (a new one per job id) never holds its checkpoints, so the same job submitted again finds
+// them in <run_dir>/checkpoints.
+TEST(Precedence, TheSlurmStateDirectoryDoesNotHoldTheCheckpoints) {
   JobConfig job = parsed();
-  ASSERT_TRUE(job.checkpoint.dir.empty());
   ASSERT_TRUE(apply_environment({{"PARTRAIN_STATE_DIR", "/shared/partrain/slurm-42"}}, &job).is_ok());
-  EXPECT_EQ(job.checkpoint.dir, "/shared/partrain/slurm-42/checkpoints");
-  JobConfig named = parsed();
-  named.checkpoint.dir = "/scratch/ckpt";  // as a job file's [checkpoint] dir
-  ASSERT_TRUE(apply_environment({{"PARTRAIN_STATE_DIR", "/shared/partrain/slurm-42"}}, &named).is_ok());
-  EXPECT_EQ(named.checkpoint.dir, "/scratch/ckpt");
+  EXPECT_TRUE(job.checkpoint.dir.empty());
+}
+
+TEST(Precedence, ResumeFromTheEnvironmentThenTheCommandLine) {
+  JobConfig job = parsed();
+  EXPECT_EQ(job.checkpoint.resume.kind, ResumeMode::Kind::kAuto);
+  ASSERT_TRUE(apply_environment({{"PARTRAIN_RESUME", "never"}}, &job).is_ok());
+  EXPECT_EQ(job.checkpoint.resume.kind, ResumeMode::Kind::kNever);
+  Overrides cli;
+  cli.resume = "120";
+  ASSERT_TRUE(apply_command_line(cli, &job).is_ok());
+  EXPECT_EQ(job.checkpoint.resume.kind, ResumeMode::Kind::kStep);
+  EXPECT_EQ(job.checkpoint.resume.step, 120);
+  cli.resume = "latest";
+  Status bad = apply_command_line(cli, &job);
+  EXPECT_EQ(bad.message(), "--resume latest: resume is auto (the newest checkpoint that verifies), never (start "
+                           "over) or the step of a committed checkpoint, e.g. 200");
+  Status bad_env = apply_environment({{"PARTRAIN_RESUME", "0"}}, &job);
+  EXPECT_EQ(bad_env.message(), "PARTRAIN_RESUME='0': resume is auto (the newest checkpoint that verifies), never "
+                               "(start over) or the step of a committed checkpoint, e.g. 200");
+  EXPECT_EQ(job.checkpoint.resume.step, 120);  // all or nothing: a bad value changes nothing
 }
 
 TEST(Precedence, EmptyEnvironmentValuesChangeNothing) {

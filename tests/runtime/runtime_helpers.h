@@ -40,12 +40,29 @@ using partrain::testing::slurp;
 using partrain::testing::start;
 using partrain::testing::wait_exit;
 
-inline std::vector<double> losses(const std::string& metrics) {
-  std::vector<double> out;
+// The step lines of a metrics.jsonl as the run ended up with them: a restart marker
+// ({"event":"restart","resumed_at_step":N,...}) replaces the lines of steps after N
+// written before it (engine/train/step_metrics.h).
+inline std::vector<std::string> step_lines(const std::string& metrics) {
+  std::vector<std::string> out;
   std::ifstream in(metrics);
   std::string line;
-  static const std::regex kLoss("\"loss\":([-0-9.eE+]+)");
+  static const std::regex kRestart("\"resumed_at_step\":([0-9]+)");
   while (std::getline(in, line)) {
+    std::smatch m;
+    if (line.find("\"event\":\"restart\"") == std::string::npos) {
+      out.push_back(line);
+    } else if (std::regex_search(line, m, kRestart)) {
+      out.resize(std::min(out.size(), static_cast<size_t>(std::stoul(m[1].str()))));
+    }
+  }
+  return out;
+}
+
+inline std::vector<double> losses(const std::string& metrics) {
+  std::vector<double> out;
+  static const std::regex kLoss("\"loss\":([-0-9.eE+]+)");
+  for (const std::string& line : step_lines(metrics)) {
     std::smatch m;
     if (std::regex_search(line, m, kLoss)) out.push_back(std::stod(m[1].str()));
   }
@@ -171,10 +188,8 @@ inline void edit_file(const std::string& path, const std::vector<std::pair<std::
 // One field of every line of a metrics.jsonl, as its JSON text.
 inline std::vector<std::string> column(const std::string& metrics, const std::string& key) {
   std::vector<std::string> out;
-  std::ifstream in(metrics);
-  std::string line;
   const std::regex re("\"" + key + "\":(\\[[\\]\\[0-9,]*\\]|[-0-9.eE+]+)");
-  while (std::getline(in, line)) {
+  for (const std::string& line : step_lines(metrics)) {
     std::smatch m;
     out.push_back(std::regex_search(line, m, re) ? m[1].str() : "");
   }

@@ -3,20 +3,26 @@
 
     compare_metrics.py REFERENCE GOT [--last N] [--first-from]
 
-Every line of GOT must have the reference's line for the same step, with equal values of
+Every step of GOT must have the reference's line for the same step, with equal values of
 every field that does not measure time or speed (loss, lr, grad_norm, tokens, dp,
-collectives, peak_mib): the runs are deterministic, so equal means equal, not close. GOT's steps must follow each
-other without a gap. --last N: GOT must end at step N. Prints one line saying what matched.
+collectives, peak_mib): the runs are deterministic, so equal means equal, not close. GOT's
+steps, after its restart markers (a resumed run's lines replace those a crash left), must
+follow each other without a gap. --last N: GOT must end at step N. Prints one line saying
+what matched.
 """
 import json
 import sys
 
 def is_timing(key):
-    """Fields that measure time or a rate (step_ms, exposed_share, tokens_per_s, mfu, ...)."""
-    return key == "mfu" or key.endswith(("_ms", "_share", "_per_s", "_per_rank", "_mb_s"))
+    """Fields that measure time or a rate (step_ms, exposed_share, tokens_per_s, mfu, the
+    wall-clock time, ...)."""
+    return key in ("mfu", "time") or key.endswith(("_ms", "_share", "_per_s", "_per_rank", "_mb_s"))
 
 
-def load(path):
+def load(path, restarts=None):
+    """The step rows as the run ended up with them: a restart marker
+    {"event":"restart","resumed_at_step":N} replaces the rows of steps after N before it.
+    `restarts` (a list) collects the markers."""
     rows = []
     with open(path) as f:
         for n, line in enumerate(f, 1):
@@ -24,9 +30,15 @@ def load(path):
             if not line:
                 continue
             try:
-                rows.append(json.loads(line))
+                row = json.loads(line)
             except ValueError as e:
                 sys.exit(f"{path}:{n}: not JSON ({e}): {line[:80]}")
+            if row.get("event") == "restart":
+                rows = [r for r in rows if r["step"] <= row["resumed_at_step"]]
+                if restarts is not None:
+                    restarts.append(row)
+                continue
+            rows.append(row)
     return rows
 
 

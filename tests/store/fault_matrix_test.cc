@@ -53,8 +53,14 @@ std::vector<Point> trajectory(const std::string& metrics) {
   std::ifstream in(metrics);
   std::string line;
   static const std::regex kRe("\"step\":([0-9]+),\"loss\":([^,]+),\"lr\":[^,]+,\"grad_norm\":([^,]+),");
+  static const std::regex kRestart("\"event\":\"restart\",\"resumed_at_step\":([0-9]+)");
   while (std::getline(in, line)) {
     std::smatch m;
+    // A restart marker: the steps after its resume point that a crash left are replaced.
+    if (std::regex_search(line, m, kRestart)) {
+      out.resize(std::min(out.size(), static_cast<size_t>(std::stoul(m[1].str()))));
+      continue;
+    }
     if (!std::regex_search(line, m, kRe)) continue;
     EXPECT_EQ(std::stoi(m[1].str()), static_cast<int>(out.size()) + 1) << metrics << ": steps out of order";
     out.push_back({m[2].str(), m[3].str()});

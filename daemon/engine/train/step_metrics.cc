@@ -1,9 +1,12 @@
 // See step_metrics.h.
 #include "engine/train/step_metrics.h"
 
-#include <cstdlib>
+#include <chrono>
+#include <filesystem>
 
 #include <fmt/format.h>
+
+#include "common/log.h"
 
 namespace partrain::engine::train {
 
@@ -59,6 +62,7 @@ std::string metrics_json(const StepMetrics& m) {
     }
   }
   if (m.pp > 1) line += fmt::format(",\"pp\":{},\"bubble_share\":{:.4f}", m.pp, m.bubble_share);
+  if (m.unix_ms > 0) line += fmt::format(",\"time\":\"{}\"", log::utc_timestamp(m.unix_ms));
   return line + "}";
 }
 
@@ -92,21 +96,19 @@ std::string step_summary(const StepMetrics& m) {
 }
 
 Status open_metrics(const std::string& path, int64_t resumed_at, std::ofstream* out) {
-  std::vector<std::string> kept;
-  if (resumed_at > 0) {
-    std::ifstream in(path);
-    std::string line;
-    const std::string key = "{\"step\":";
-    while (std::getline(in, line)) {
-      if (line.rfind(key, 0) != 0) continue;
-      if (std::atoll(line.c_str() + key.size()) <= resumed_at) kept.push_back(line);
-    }
+  std::error_code ec;
+  const bool restart = std::filesystem::file_size(path, ec) > 0 && !ec;
+  out->open(path, std::ios::app);
+  if (!*out) return Status::io_error(path + ": cannot open for appending");
+  if (restart) {
+    const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                            std::chrono::system_clock::now().time_since_epoch()).count();
+    *out << fmt::format("{{\"event\":\"restart\",\"resumed_at_step\":{},\"time\":\"{}\"}}\n", resumed_at,
+                        log::utc_timestamp(now));
+    out->flush();
   }
-  out->open(path, std::ios::trunc);
-  if (!*out) return Status::io_error(path + ": cannot open for writing");
-  for (const std::string& l : kept) *out << l << '\n';
-  out->flush();
   return Status::ok();
 }
+
 
 }  // namespace partrain::engine::train

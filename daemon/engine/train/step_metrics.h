@@ -75,18 +75,23 @@ struct StepMetrics {
   int experts = 0;  // E, to print expert_tokens per block; 0 for a dense model
   // This rank's peak bytes per memory category so far (engine/backend.h MemoryStats).
   std::array<size_t, kNumMemCategories> peak_bytes{};
+  // Wall-clock time the step ended, ms since the Unix epoch (0: not taken).
+  int64_t unix_ms = 0;
 };
 
 // One metrics.jsonl line (no trailing newline). The collective fields only when the run is
 // parallel or some axis had collectives, `<axis>_comm_ms` / `<axis>_exposed_ms` only for
-// the axes that had some, `pp` and `bubble_share` only when pp > 1.
+// the axes that had some, `pp` and `bubble_share` only when pp > 1; last, the wall-clock
+// `time` of the step's end (ISO 8601, UTC, ms, as log lines start) when unix_ms is set.
 std::string metrics_json(const StepMetrics& m);
 // The step line's tail after its throughput: the bubble, MoE routing, collective time and
 // its exposed part per axis, checkpoint stall; "" when there is none.
 std::string step_summary(const StepMetrics& m);
-// Opens metrics.jsonl for a run resumed after step `resumed_at` (0: a fresh run): keeps the
-// lines of the steps up to it and drops those a crash left after it, so the file reads as
-// one uninterrupted run.
+// Opens metrics.jsonl for appending: nothing an earlier start wrote is ever rewritten. When
+// the file already holds lines, this start first appends a restart marker,
+//   {"event":"restart","resumed_at_step":20,"time":"2026-01-31T12:00:00.000Z"}
+// and a reader takes the lines of steps after 20 written before the marker (a crash's,
+// after its last checkpoint) as replaced by the lines that follow it.
 Status open_metrics(const std::string& path, int64_t resumed_at, std::ofstream* out);
 
 }  // namespace partrain::engine::train

@@ -241,6 +241,8 @@ Result<StepMetrics> Trainer::step() {
   m.grad_norm = *norm;
   m.tokens = tokens_;
   m.step_ms = ms_since(t_step);
+  m.unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                  std::chrono::system_clock::now().time_since_epoch()).count();
   account(&m);
   if (!std::isfinite(m.loss)) {
     return Status::internal(fmt::format("step {}: loss is {}; lower [training] lr or raise "
