@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -17,6 +18,7 @@
 #include <fmt/ranges.h>
 
 #include "agent/checkpoint_committer.h"
+#include "agent/coordinator_address.h"
 #include "agent/gpu_binding.h"
 #include "agent/heartbeat.h"
 #include "agent/resume_policy.h"
@@ -162,16 +164,69 @@ Result<std::string> job_secret(const AgentOptions& o, const Placement& place) {
   return s;
 }
 
-// Node 0 runs the store (on 127.0.0.1 standalone); nullptr on the others.
+// Node 0 runs the store (on 127.0.0.1 standalone); nullptr on the others. It binds the
+// site's preferred port when that is free, else any free port, and under Slurm publishes
+// the one it got in the job's state directory (coordinator_address.h). A bind that fails
+// is retried; one that keeps failing exits 1, never 75: a requeue onto the same node would
+// fail the same way.
 Result<std::unique_ptr<comm::RendezvousServer>> start_server(const AgentOptions& o, const Placement& place,
                                                              const std::string& secret) {
   if (place.node != 0) return std::unique_ptr<comm::RendezvousServer>();
   comm::RendezvousServerOptions so;
   so.port = place.coordinator_port;
   if (o.standalone) so.host = "127.0.0.1";
-  Result<std::unique_ptr<comm::RendezvousServer>> server = comm::RendezvousServer::start(secret, so);
-  if (!server) return retryable("cannot start the rendezvous store: ", server.status());
-  return server;
+  for (int attempt = 1;; ++attempt) {
+    Result<std::unique_ptr<comm::RendezvousServer>> server = comm::RendezvousServer::start(secret, so);
+    if (server) {
+      if (!place.state_dir.empty()) {
+        const std::string file = rendezvous_file(place.state_dir, place.step_id, slurm_restart_count());
+        const std::string host = place.node_addr.empty() ? place.node_name : place.node_addr;
+        if (Status s = publish_coordinator(file, host, (*server)->port()); !s) return config_error(s);
+        log::info("agent", "rendezvous store at {}:{}, published in {}", host, (*server)->port(), file);
+      }
+      return server;
+    }
+    if (server.status().code() == StatusCode::kInvalidArgument) return config_error(server.status());
+    if (so.port != 0) {
+      log::warn("agent", "{}; binding any free port instead", server.status().message());
+      so.port = 0;
+      continue;
+    }
+    if (attempt >= 10) {
+      return Status::internal("cannot start the rendezvous store after 10 tries: " + server.status().message());
+    }
+    log::warn("agent", "{}; trying again in 1 s", server.status().message());
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
+}
+
+// Under Slurm: this agent's marker in the state directory (a check that the folder is
+// usable, and the evidence coordinator_address.h looks for when a node never shows up).
+Status leave_agent_marker(const Placement& place) {
+  if (place.state_dir.empty()) return Status::ok();
+  if (Status s = check_state_dir(place.state_dir); !s) return s;
+  const std::string marker = agent_marker(place.state_dir, place.step_id, slurm_restart_count(), place.node);
+  if (Status s = leave_marker(marker); !s) return config_error(s);
+  return Status::ok();
+}
+
+// After the other agents failed to show up: whether their markers are in the state
+// directory. None at all: the folder is not shared between the nodes (exit 2); some: a
+// node is slow or gone (exit 75).
+Status not_met(const Placement& place, const std::string& what, const Status& why) {
+  if (!place.state_dir.empty() && place.num_nodes > 1) {
+    std::vector<std::string> others;
+    for (int n = 0; n < place.num_nodes; ++n) {
+      if (n != place.node) others.push_back(agent_marker(place.state_dir, place.step_id, slurm_restart_count(), n));
+    }
+    if (markers_seen(others) == 0) {
+      return Status::invalid(fmt::format(
+          "{}, and this node ({}) sees none of the files the job's other nodes' agents write in {}: the site's "
+          "state_root is not shared by the nodes of the allocation; set [paths] state_root in partrain.toml to a "
+          "folder on storage every node mounts (mode 1777)", what, place.node_name, place.state_dir));
+    }
+  }
+  return retryable(what + ": ", why);
 }
 
 // ---- 3. Every node's agent connects and meets the others.
@@ -183,22 +238,39 @@ struct Rendezvous {
   std::unique_ptr<comm::RendezvousClient> heartbeat;  // the heartbeat thread's
 };
 
-Result<Rendezvous> meet_agents(const AgentOptions& o, const Placement& place, int port, const std::string& secret) {
-  Rendezvous r{fmt::format("{}:{}", place.coordinator_host, port), slurm_restart_count(), nullptr, nullptr};
+// Where this agent finds the store: its own on the coordinator's node; elsewhere the
+// address the coordinator published in the state directory (or the fixed one given).
+Result<CoordinatorAddress> find_coordinator(const AgentOptions& o, const Placement& place, int own_port) {
+  if (place.node == 0) return CoordinatorAddress{place.coordinator_host, own_port};
+  if (place.state_dir.empty()) return CoordinatorAddress{place.coordinator_host, place.coordinator_port};
+  const std::string file = rendezvous_file(place.state_dir, place.step_id, slurm_restart_count());
+  Result<CoordinatorAddress> a = read_coordinator(file, o.rendezvous_timeout);
+  if (!a && a.status().code() == StatusCode::kUnavailable) {
+    return not_met(place, "the coordinator's agent did not publish its address", a.status());
+  }
+  if (!a) return config_error(a.status());
+  log::info("agent", "rendezvous store at {}:{} (from {})", a->host, a->port, file);
+  return a;
+}
+
+Result<Rendezvous> meet_agents(const AgentOptions& o, const Placement& place, int own_port,
+                               const std::string& secret) {
+  Result<CoordinatorAddress> at = find_coordinator(o, place, own_port);
+  if (!at) return at.status();
+  Rendezvous r{fmt::format("{}:{}", at->host, at->port), slurm_restart_count(), nullptr, nullptr};
   // Short I/O budgets: a hung coordinator must not hold the agent past its bounded detection.
   comm::RendezvousClientOptions co;
   co.io_timeout = milliseconds(5000);
-  Result<std::unique_ptr<comm::RendezvousClient>> store =
-      comm::RendezvousClient::connect(place.coordinator_host, port, secret, co);
+  Result<std::unique_ptr<comm::RendezvousClient>> store = comm::RendezvousClient::connect(at->host, at->port, secret, co);
   if (!store) return store.status().prefixed(fmt::format("rendezvous with {} failed: ", r.coordinator));
   r.store = std::move(store).value();
-  if (Status s = r.store->barrier("agents/" + r.attempt, place.node, place.num_nodes, milliseconds(300000)); !s) {
-    return retryable("not every node's agent arrived: ", s);
+  if (Status s = r.store->barrier("agents/" + r.attempt, place.node, place.num_nodes, o.rendezvous_timeout); !s) {
+    return not_met(place, "not every node's agent arrived", s);
   }
   comm::RendezvousClientOptions hb;
   hb.io_timeout = o.heartbeat_interval;
   Result<std::unique_ptr<comm::RendezvousClient>> hb_store =
-      comm::RendezvousClient::connect(place.coordinator_host, port, secret, hb);
+      comm::RendezvousClient::connect(at->host, at->port, secret, hb);
   if (!hb_store) return retryable(fmt::format("heartbeat connection to {} failed: ", r.coordinator), hb_store.status());
   r.heartbeat = std::move(hb_store).value();
   return r;
@@ -326,12 +398,12 @@ Result<GroupEnd> run(const AgentOptions& o) {
   Result<ResolvedJob> rj = resolve(o);
   if (!rj) return rj.status();
   const Placement& place = rj->place;
+  PARTRAIN_RETURN_IF_ERROR(leave_agent_marker(place));
   Result<std::string> secret = job_secret(o, place);
   if (!secret) return secret.status();
   Result<std::unique_ptr<comm::RendezvousServer>> server = start_server(o, place, *secret);
   if (!server) return server.status();
-  const int port = *server ? (*server)->port() : place.coordinator_port;
-  Result<Rendezvous> r = meet_agents(o, place, port, *secret);
+  Result<Rendezvous> r = meet_agents(o, place, *server ? (*server)->port() : 0, *secret);
   if (!r) return r.status();
   Result<std::unique_ptr<store::Coordinator>> state = open_state_store(rj->job, place, *r);
   if (!state) return state.status();

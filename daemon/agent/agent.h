@@ -35,6 +35,10 @@ struct AgentOptions {
   // After SIGTERM/SIGINT is forwarded, how long workers have to reach a step boundary
   // before they are killed. Default: 60 s.
   std::chrono::milliseconds stop_grace{60000};
+  // How long the agents of a job wait for each other at start: for the coordinator's
+  // published address, and at the barrier of all agents (PARTRAIN_RENDEZVOUS_TIMEOUT, in
+  // seconds, overrides). Default: 300 s.
+  std::chrono::milliseconds rendezvous_timeout{300000};
 };
 
 // Where this agent stands in the job.
@@ -44,8 +48,14 @@ struct Placement {
   int num_nodes = 1;
   std::vector<int> node_ranks;   // global ranks this node runs, in local order
   std::string coordinator_host;  // where the store runs
-  int coordinator_port = 0;      // 0 standalone: the coordinator picks a free port
+  // The coordinator's preferred port (the SPANK plugin's port_base); 0: any free one. The
+  // coordinator publishes the one it bound in state_dir. Default: 0
+  int coordinator_port = 0;
   std::string secret_file;       // PARTRAIN_JOB_SECRET_FILE; "" standalone
+  // The job's state directory on shared storage (PARTRAIN_STATE_DIR; "" standalone): the
+  // coordinator publishes its address there (coordinator_address.h).
+  std::string state_dir;
+  std::string step_id = "0";     // SLURM_STEP_ID: the publication's name
   std::string node_name;         // for logs
   std::string node_addr;         // this node's address for the workers' collectives; "" = theirs to pick
 };

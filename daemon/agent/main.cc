@@ -18,8 +18,9 @@
 
 int main(int argc, char** argv) {
   partrain::agent::AgentOptions o;
-  double hb_timeout_s = 30, hb_interval_s = 2;
+  double hb_timeout_s = 30, hb_interval_s = 2, rendezvous_s = 300;
   if (const char* t = std::getenv("PARTRAIN_HEARTBEAT_TIMEOUT"); t != nullptr) hb_timeout_s = std::atof(t);
+  if (const char* t = std::getenv("PARTRAIN_RENDEZVOUS_TIMEOUT"); t != nullptr) rendezvous_s = std::atof(t);
   CLI::App app{"partraind: the per-node agent of a partrain job: rendezvous, one worker per "
                "local rank, supervision, heartbeats. See partraind(8)."};
   app.set_version_flag("--version", std::string("partraind ") + PARTRAIN_VERSION);
@@ -40,6 +41,10 @@ int main(int argc, char** argv) {
                  "seconds a silent peer is tolerated (default 30, or $PARTRAIN_HEARTBEAT_TIMEOUT)")
       ->check(CLI::PositiveNumber);
   app.add_option("--heartbeat-interval", hb_interval_s, "seconds between heartbeats (default 2)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--rendezvous-timeout", rendezvous_s,
+                 "seconds the agents wait for each other at start: the coordinator's published address, "
+                 "the barrier of all agents (default 300, or $PARTRAIN_RENDEZVOUS_TIMEOUT)")
       ->check(CLI::PositiveNumber);
   if (const char* h = std::getenv("PARTRAIN_HARDWARE"); h != nullptr) o.hardware = h;
   app.add_option("--hardware", o.hardware,
@@ -67,6 +72,7 @@ int main(int argc, char** argv) {
     return partrain::kExitUsage;
   }
   o.heartbeat_timeout = std::chrono::milliseconds(static_cast<int64_t>(hb_timeout_s * 1000));
+  o.rendezvous_timeout = std::chrono::milliseconds(static_cast<int64_t>(rendezvous_s * 1000));
   o.heartbeat_interval = std::chrono::milliseconds(static_cast<int64_t>(hb_interval_s * 1000));
   if (o.heartbeat_interval * 2 > o.heartbeat_timeout) o.heartbeat_interval = o.heartbeat_timeout / 2;
   return partrain::agent::run_agent(o);

@@ -77,11 +77,18 @@ Result<Placement> placement_from(const AgentOptions& o,
   }
   p.coordinator_host = coord.substr(0, colon);
   Result<int> port = parse_int("PARTRAIN_COORDINATOR", coord.substr(colon + 1));
-  if (!port || *port == 0 || *port > 65535) {
-    return Status::invalid(fmt::format("PARTRAIN_COORDINATOR={}: need a port 1..65535", coord));
+  if (!port || *port > 65535) {
+    return Status::invalid(fmt::format("PARTRAIN_COORDINATOR={}: need host:port, port 0 (any) to 65535", coord));
   }
   p.coordinator_port = *port;
   p.secret_file = get("PARTRAIN_JOB_SECRET_FILE");
+  p.state_dir = get("PARTRAIN_STATE_DIR");
+  if (!get("SLURM_STEP_ID").empty()) p.step_id = get("SLURM_STEP_ID");
+  if (p.state_dir.empty() && p.coordinator_port == 0) {
+    return Status::invalid(fmt::format("PARTRAIN_COORDINATOR={} names no port and PARTRAIN_STATE_DIR, where the "
+                                       "coordinator publishes the one it binds, is not set: run partraind under "
+                                       "srun with the partrain SPANK plugin", coord));
+  }
   if (!get("SLURM_NODEID").empty()) {
     Result<int> node = parse_int("SLURM_NODEID", get("SLURM_NODEID"));
     if (!node) return node.status();

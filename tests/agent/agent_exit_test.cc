@@ -1,7 +1,8 @@
 // partraind's exit code and its one error line for failures before any worker starts, as
-// partraind(8) documents them: an unreadable job secret is a configuration error (2); a
-// rendezvous store that cannot listen is retryable (75). Run as Slurm runs the agent (the
-// SPANK plugin's environment), on loopback.
+// partraind(8) documents them: an unreadable job secret, a state directory that is missing
+// or not shared are configuration errors (2); a coordinator that never published its
+// address while other nodes did is retryable (75); a taken port is no failure at all. Run
+// as Slurm runs the agent (the SPANK plugin's environment), on loopback.
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -43,26 +44,30 @@ class AgentExit : public ::testing::Test {
     ASSERT_NE(::mkdtemp(tmpl), nullptr);
     dir_ = tmpl;
     secret_ = dir_ + "/secret";
+    state_ = dir_ + "/slurm-7";
+    ASSERT_EQ(::mkdir(state_.c_str(), 0700), 0);
     std::ofstream(secret_) << "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\n";
     ASSERT_EQ(::chmod(secret_.c_str(), 0600), 0);
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
-  // Node 0 of one, as under Slurm; returns the exit code, and stderr in *err.
-  int agent(const std::string& secret_file, int port, std::string* err) {
-    const std::map<std::string, std::string> env = {
+  // Node 0 of one, as under Slurm (`extra` over that); returns the exit code, and stderr in *err.
+  int agent(const std::string& secret_file, int port, std::string* err,
+            const std::map<std::string, std::string>& extra = {}) {
+    std::map<std::string, std::string> env = {
         {"PARTRAIN_SITE_CONFIG", PARTRAIN_SITE_CONFIG_FILE}, {"PARTRAIN_RUN_DIR", dir_ + "/run"},
         {"PARTRAIN_WORLD", "1"}, {"PARTRAIN_NODE_RANKS", "0"},
         {"PARTRAIN_COORDINATOR", "127.0.0.1:" + std::to_string(port)},
         {"PARTRAIN_JOB_SECRET_FILE", secret_file}, {"SLURM_NODEID", "0"}, {"SLURM_NNODES", "1"},
-        {"SLURMD_NODENAME", "127.0.0.1"}};
+        {"SLURMD_NODENAME", "127.0.0.1"}, {"OMP_NUM_THREADS", "1"}};
+    for (const auto& [k, v] : extra) env[k] = v;
     testing::Proc p = testing::start({PARTRAIND, "--steps", "1", kTiny}, env, dir_, "agent");
     const int code = testing::wait_exit(p.pid);
     *err = slurp(p.err);
     return code;
   }
 
-  std::string dir_, secret_;
+  std::string dir_, secret_, state_;
 };
 
 TEST_F(AgentExit, UnreadableSecretIsAConfigurationError) {
@@ -73,8 +78,9 @@ TEST_F(AgentExit, UnreadableSecretIsAConfigurationError) {
   EXPECT_EQ(count(err, " started: pid "), 0) << err;
 }
 
-TEST_F(AgentExit, StoreThatCannotListenIsRetryable) {
-  // Someone else holds the coordinator's port.
+// The coordinator's port is taken (another job, a torchrun): it binds another one and
+// publishes it in the job's state directory; the job runs.
+TEST_F(AgentExit, ATakenPortIsNoFailure) {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   ASSERT_GE(fd, 0);
   sockaddr_in a{};
@@ -84,12 +90,39 @@ TEST_F(AgentExit, StoreThatCannotListenIsRetryable) {
   ASSERT_EQ(::listen(fd, 1), 0);
   socklen_t len = sizeof a;
   ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  const int taken = ntohs(a.sin_port);
   std::string err;
-  EXPECT_EQ(agent(secret_, ntohs(a.sin_port), &err), 75);
+  EXPECT_EQ(agent(secret_, taken, &err, {{"PARTRAIN_STATE_DIR", state_}}), 0) << err;
   ::close(fd);
-  EXPECT_EQ(count(err, "cannot start the rendezvous store: "), 1) << err;
-  EXPECT_NE(last_line(err).find("exit 75: retryable"), std::string::npos) << err;
-  EXPECT_EQ(count(err, " started: pid "), 0) << err;
+  EXPECT_EQ(count(err, "binding any free port instead"), 1) << err;
+  const std::string published = slurp(state_ + "/rendezvous.0.0");
+  EXPECT_EQ(published.rfind("127.0.0.1 ", 0), 0u) << published;
+  EXPECT_NE(std::stoi(published.substr(10)), taken);
+  EXPECT_NE(last_line(err).find("exit 0: done"), std::string::npos) << err;
+}
+
+// Node 1 of 2 never sees the coordinator's address in the state directory, nor any other
+// node's marker: the folder is not shared, a configuration error (exit 2, never a requeue
+// loop). With node 0's marker there, the coordinator is merely late or gone: 75.
+TEST_F(AgentExit, AStateDirectoryNotSharedIsAConfigurationError) {
+  const std::map<std::string, std::string> second = {
+      {"PARTRAIN_STATE_DIR", state_}, {"SLURM_NODEID", "1"}, {"SLURM_NNODES", "2"},
+      {"PARTRAIN_WORLD", "2"}, {"PARTRAIN_NODE_RANKS", "1"}, {"PARTRAIN_RENDEZVOUS_TIMEOUT", "1"}};
+  std::string err;
+  EXPECT_EQ(agent(secret_, 0, &err, second), 2) << err;
+  EXPECT_EQ(count(err, "the site's state_root is not shared by the nodes of the allocation"), 1) << err;
+  EXPECT_TRUE(std::filesystem::exists(state_ + "/agent.0.0.1")) << "node 1 left no marker";
+  std::ofstream(state_ + "/agent.0.0.0");  // node 0 started, then nothing
+  EXPECT_EQ(agent(secret_, 0, &err, second), 75) << err;
+  EXPECT_EQ(count(err, "the coordinator's agent did not publish its address"), 1) << err;
+}
+
+// A state directory that does not exist (state_root missing) is exit 2 naming state_root.
+TEST_F(AgentExit, AMissingStateDirectoryIsAConfigurationError) {
+  std::string err;
+  EXPECT_EQ(agent(secret_, 0, &err, {{"PARTRAIN_STATE_DIR", dir_ + "/no-root/slurm-7"}}), 2) << err;
+  EXPECT_EQ(count(err, "the job's state directory " + dir_ + "/no-root/slurm-7 does not exist: the site's state_root " +
+                           dir_ + "/no-root must exist"), 1) << err;
 }
 
 }  // namespace

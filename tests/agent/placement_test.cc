@@ -58,6 +58,21 @@ TEST(Placement, BadEnvironmentsNameTheVariable) {
   ASSERT_FALSE(port);
   EXPECT_EQ(port.status().message(), "PARTRAIN_COORDINATOR=h: need host:port");
 
+  // Port 0 (any free port) needs the state directory the coordinator publishes it in.
+  Result<Placement> unpublished = placement_from(
+      o, {{"PARTRAIN_WORLD", "2"}, {"PARTRAIN_NODE_RANKS", "0,1"}, {"PARTRAIN_COORDINATOR", "h:0"}});
+  ASSERT_FALSE(unpublished);
+  EXPECT_NE(unpublished.status().message().find("PARTRAIN_STATE_DIR, where the coordinator publishes the one it "
+                                                "binds, is not set"), std::string::npos)
+      << unpublished.status().message();
+  Result<Placement> published = placement_from(o, {{"PARTRAIN_WORLD", "2"}, {"PARTRAIN_NODE_RANKS", "0,1"},
+                                                   {"PARTRAIN_COORDINATOR", "h:0"}, {"PARTRAIN_STATE_DIR", "/s/slurm-9"},
+                                                   {"SLURM_STEP_ID", "3"}});
+  ASSERT_TRUE(published) << published.status().message();
+  EXPECT_EQ(published->coordinator_port, 0);
+  EXPECT_EQ(published->state_dir, "/s/slurm-9");
+  EXPECT_EQ(published->step_id, "3");
+
   AgentOptions standalone;
   standalone.standalone = true;
   Result<Placement> nproc = placement_from(standalone, {});

@@ -61,6 +61,14 @@ TEST(Handshake, MessagesRoundTripAndBadMagicIsRejected) {
   EXPECT_TRUE(auth::mac_equal(m2, mac));
   proof[4] = 99;  // unknown version
   EXPECT_FALSE(auth::decode_proof(proof.data(), &n2, &m2).is_ok());
+  // The client's greeting (it speaks first): "PTRG" and the version.
+  auto greeting = auth::encode_greeting();
+  EXPECT_EQ(std::string(greeting.begin(), greeting.end()), std::string("PTRG\x02", 5));
+  EXPECT_TRUE(auth::check_greeting(greeting.data()).is_ok());
+  greeting[4] = 1;  // a client of the server-first protocol version
+  EXPECT_NE(auth::check_greeting(greeting.data()).message().find("protocol version 1"), std::string::npos);
+  greeting[0] = 'G';
+  EXPECT_FALSE(auth::check_greeting(greeting.data()).is_ok());
 }
 
 TEST(Frames, RoundTrip) {

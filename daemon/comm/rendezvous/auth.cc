@@ -10,6 +10,7 @@
 namespace partrain::comm::auth {
 namespace {
 
+constexpr char kGreetingMagic[4] = {'P', 'T', 'R', 'G'};
 constexpr char kHelloMagic[4] = {'P', 'T', 'R', 'S'};
 constexpr char kProofMagic[4] = {'P', 'T', 'R', 'C'};
 
@@ -50,6 +51,22 @@ Mac client_proof(std::string_view secret, const Nonce& server_nonce, const Nonce
 
 Mac server_proof(std::string_view secret, const Nonce& server_nonce, const Nonce& client_nonce) {
   return proof(secret, "partrain-rendezvous-server", client_nonce, server_nonce);
+}
+
+std::array<uint8_t, kGreetingBytes> encode_greeting() {
+  std::array<uint8_t, kGreetingBytes> out{};
+  std::memcpy(out.data(), kGreetingMagic, 4);
+  out[4] = kVersion;
+  return out;
+}
+
+Status check_greeting(const uint8_t* data) {
+  if (std::memcmp(data, kGreetingMagic, 4) != 0) return Status::invalid("not a partrain rendezvous client (bad greeting)");
+  if (data[4] != kVersion) {
+    return Status::invalid("the client speaks protocol version " + std::to_string(data[4]) + ", this server " +
+                           std::to_string(kVersion) + "; run the same partrain version on every node");
+  }
+  return Status::ok();
 }
 
 std::array<uint8_t, kHelloBytes> encode_hello(const Nonce& server_nonce) {

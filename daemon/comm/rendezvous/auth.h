@@ -1,9 +1,15 @@
 // Mutual challenge-response over the per-job secret. Neither side ever sends the secret:
 //
-//   server -> client   hello:  "PTRS" v1 | server nonce (32 random bytes)
-//   client -> server   proof:  "PTRC" v1 | client nonce | HMAC(secret, "client" | ns | nc)
+//   client -> server   greeting: "PTRG" v2
+//   server -> client   hello:  "PTRS" v2 | server nonce (32 random bytes)
+//   client -> server   proof:  "PTRC" v2 | client nonce | HMAC(secret, "client" | ns | nc)
 //   server -> client   verdict: 1 | HMAC(secret, "server" | nc | ns)    (accepted)
 //                               0                                       (refused; then close)
+//
+// The client speaks first: when a burst of connections overflows the server's accept queue,
+// the kernel drops the last ACK of some TCP handshakes, and only a client that has data to
+// send retransmits it (a server-first protocol would leave such a client waiting for a
+// hello that never comes).
 //
 // The client checks the server's HMAC too, so a process that grabbed a reused port cannot
 // pose as the coordinator. Fresh nonces on both sides stop replays; the two labels keep a
@@ -21,7 +27,8 @@ namespace partrain::comm::auth {
 
 inline constexpr size_t kNonceBytes = 32;
 inline constexpr size_t kMacBytes = 32;
-inline constexpr uint8_t kVersion = 1;
+inline constexpr uint8_t kVersion = 2;
+inline constexpr size_t kGreetingBytes = 4 + 1;
 inline constexpr size_t kHelloBytes = 4 + 1 + kNonceBytes;
 inline constexpr size_t kProofBytes = 4 + 1 + kNonceBytes + kMacBytes;
 inline constexpr size_t kVerdictBytes = 1 + kMacBytes;
@@ -39,7 +46,9 @@ Result<Nonce> random_nonce();
 Mac client_proof(std::string_view secret, const Nonce& server_nonce, const Nonce& client_nonce);
 Mac server_proof(std::string_view secret, const Nonce& server_nonce, const Nonce& client_nonce);
 
-// Byte layouts of the three handshake messages.
+// Byte layouts of the four handshake messages.
+std::array<uint8_t, kGreetingBytes> encode_greeting();
+Status check_greeting(const uint8_t* data);  // kGreetingBytes bytes; invalid when wrong
 std::array<uint8_t, kHelloBytes> encode_hello(const Nonce& server_nonce);
 Result<Nonce> decode_hello(const uint8_t* data);  // kHelloBytes bytes
 std::array<uint8_t, kProofBytes> encode_proof(const Nonce& client_nonce, const Mac& mac);

@@ -65,6 +65,10 @@ Result<int> connect_once(const std::string& host, int port, Clock::time_point de
 
 // The client half of auth.h's handshake on a connected socket.
 Status handshake(int fd, const std::string& secret, const std::string& address, Clock::time_point deadline) {
+  const auto greeting = auth::encode_greeting();
+  if (Status s = wire::write_all(fd, greeting.data(), greeting.size(), deadline); !s) {
+    return Status::unavailable(fmt::format("rendezvous server {} took no greeting: {}", address, s.message()));
+  }
   uint8_t hello[auth::kHelloBytes];
   if (Status s = wire::read_exact(fd, hello, sizeof(hello), deadline); !s) {
     return Status::unavailable(fmt::format("rendezvous server {} sent no greeting: {}", address, s.message()));
@@ -166,8 +170,9 @@ Result<RendezvousClient::Reply> RendezvousClient::call(uint8_t op, std::vector<s
         fmt::format("rendezvous server {} stopped answering: {}", address_, answer.status().message()));
   }
   auto code = static_cast<wire::Reply>(answer->code);
-  if (code == wire::Reply::kBadRequest) {
-    return Status::internal(fmt::format("rendezvous server {} rejected a request: {}", address_,
+  if (code == wire::Reply::kBadRequest || code == wire::Reply::kRefused) {
+    return Status::internal(fmt::format("rendezvous server {} {} a request: {}", address_,
+                                        code == wire::Reply::kRefused ? "refused" : "rejected",
                                         answer->fields.empty() ? "" : answer->fields[0]));
   }
   return Reply{code, std::move(answer->fields)};
@@ -240,11 +245,15 @@ Status RendezvousClient::barrier(std::string_view name, int rank, int world, std
   if (world <= 0 || rank < 0 || rank >= world) {
     return Status::invalid(fmt::format("barrier '{}': rank {} is outside world {}", name, rank, world));
   }
-  PARTRAIN_RETURN_IF_ERROR(set(fmt::format("{}/{}", name, rank), "1"));
-  std::vector<std::string> keys;
-  keys.reserve(static_cast<size_t>(world));
-  for (int r = 0; r < world; ++r) keys.push_back(fmt::format("{}/{}", name, r));
-  return wait(keys, timeout).prefixed(fmt::format("barrier '{}': ", name));
+  auto r = call(static_cast<uint8_t>(wire::Op::kBarrier),
+                {std::string(name), wire::encode_i64(rank), wire::encode_i64(world), wire::encode_i64(timeout.count())},
+                timeout);
+  if (!r) return r.status().prefixed(fmt::format("barrier '{}': ", name));
+  if (r->code == wire::Reply::kTimeout) {
+    return Status::unavailable(fmt::format("barrier '{}': not all {} participants arrived at {} within {} ms", name,
+                                           world, address_, timeout.count()));
+  }
+  return Status::ok();
 }
 
 Result<std::string> RendezvousClient::share(std::string_view key, bool is_root, std::string_view root_value,

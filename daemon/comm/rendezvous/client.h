@@ -50,8 +50,9 @@ class RendezvousClient {
   Status wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout);
   // True when every key exists now; never blocks.
   Result<bool> check(const std::vector<std::string>& keys);
-  // Barrier over `world` participants: publishes `name`/rank, then waits for all `world`
-  // keys. Each barrier needs a fresh name (e.g. with a generation counter).
+  // Barrier over `world` participants (the server counts them: O(world) for all of them
+  // together). Entering twice with one rank counts once. Each barrier needs a fresh name
+  // (e.g. with a generation counter); unavailable, naming it, when not all arrive in time.
   Status barrier(std::string_view name, int rank, int world, std::chrono::milliseconds timeout);
 
   // One process publishes a value that every other one reads: the root sets `key` to

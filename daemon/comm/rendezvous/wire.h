@@ -29,9 +29,12 @@ enum class Op : uint8_t {
   kDelete = 4,  // key                         -> ok existed (i64 0/1)
   kWait = 5,    // timeout_ms, key...          -> ok | timeout
   kCheck = 6,   // key...                      -> ok all-exist (i64 0/1)
+  kBarrier = 7, // name, rank, world, timeout_ms (i64 each) -> ok once `world` ranks entered | timeout
 };
 
-enum class Reply : uint8_t { kOk = 0, kTimeout = 1, kBadRequest = 2 };
+// kRefused: a well-formed request the server will not serve (the store's quota); the
+// connection stays. kBadRequest: a malformed one; the server then closes the connection.
+enum class Reply : uint8_t { kOk = 0, kTimeout = 1, kBadRequest = 2, kRefused = 3 };
 
 struct Frame {
   uint8_t code = 0;
