@@ -4,6 +4,7 @@
 # listen on 127.0.0.1 with a port each, every node declaring 8 CPUs and 4 fake GPUs.
 #
 #   scripts/slurm-cluster.sh start  DIR [--nodes K] [--spank PATH] [--spank-args "k=v ..."]
+#                                        [--site-config PARTRAIN_TOML]
 #   scripts/slurm-cluster.sh status DIR
 #   scripts/slurm-cluster.sh stop   DIR
 #   scripts/slurm-cluster.sh env    DIR     # prints `export SLURM_CONF=...` for eval
@@ -52,11 +53,13 @@ fi
 nodes=3
 spank=""
 spank_args=""
+site_config=""
 while [ $# -gt 0 ]; do
   case $1 in
     --nodes) nodes=$2; shift 2 ;;
     --spank) spank=$2; shift 2 ;;
     --spank-args) spank_args=$2; shift 2 ;;
+    --site-config) site_config=$2; shift 2 ;;
     *) die "unknown argument '$1' (see the usage at the top of $0)" ;;
   esac
 done
@@ -140,7 +143,12 @@ write_config() {
   if [ -n "$spank" ]; then
     [ -f "$spank" ] || die "--spank $spank: no such file (build the spank_partrain target first)"
     spank=$(cd "$(dirname "$spank")" && pwd)/$(basename "$spank")
-    echo "required $spank state_root=$dir/partrain-state $spank_args" >"$dir/plugstack.conf"
+    if [ -n "$site_config" ]; then
+      # The plugin reads state_root, nvlink_domain, ... from partrain.toml itself.
+      echo "required $spank site_config=$(realpath "$site_config") $spank_args" >"$dir/plugstack.conf"
+    else
+      echo "required $spank state_root=$dir/partrain-state $spank_args" >"$dir/plugstack.conf"
+    fi
   else
     : >"$dir/plugstack.conf"
   fi

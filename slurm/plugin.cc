@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "context.h"
+#include "site_settings.h"
 #include "spank_api.h"
 
 // The build hides every symbol by default; these are the plugin's interface.
@@ -71,6 +72,11 @@ extern "C" PARTRAIN_SPANK_EXPORT int slurm_spank_init(spank_t sp, int ac, char**
     auto args = partrain::spank::parse_plugin_args(words);
     if (!args.is_ok()) {
       partrain::spank::report(args.status().message());
+      return -1;
+    }
+    // The rest from partrain.toml, the file partrain reads too (site_settings.h).
+    if (partrain::Status s = partrain::spank::apply_site_config(&*args); !s.is_ok()) {
+      partrain::spank::report(s.message());
       return -1;
     }
     partrain::spank::state().args = *args;

@@ -3,11 +3,15 @@
 
 #include <charconv>
 
+#ifndef PARTRAIN_SITE_CONFIG_DEFAULT
+#define PARTRAIN_SITE_CONFIG_DEFAULT "/etc/partrain/partrain.toml"
+#endif
+
 namespace partrain::spank {
 namespace {
 
 constexpr std::string_view kKnown =
-    "nvlink_domain=N, state_root=/ABS/PATH, port_base=N, port_range=N, topology=/ABS/PATH";
+    "site_config=/ABS/PATH, nvlink_domain=N, state_root=/ABS/PATH, port_base=N, port_range=N, topology=/ABS/PATH";
 
 Status bad(std::string_view word, const std::string& why) {
   return Status::invalid("partrain: plugstack.conf argument '" + std::string(word) + "': " + why);
@@ -27,6 +31,8 @@ bool parse_int(std::string_view text, int lo, int hi, int* out) {
 
 }  // namespace
 
+std::string default_site_config() { return PARTRAIN_SITE_CONFIG_DEFAULT; }
+
 Result<PluginArgs> parse_plugin_args(const std::vector<std::string_view>& words) {
   PluginArgs args;
   for (std::string_view word : words) {
@@ -40,37 +46,55 @@ Result<PluginArgs> parse_plugin_args(const std::vector<std::string_view>& words)
       if (!parse_int(value, 0, 1 << 16, &args.nvlink_domain)) {
         return bad(word, "needs a GPU count, e.g. nvlink_domain=8 (0 = the whole node)");
       }
-    } else if (key == "state_root" || key == "topology") {
+      args.given.nvlink_domain = true;
+    } else if (key == "state_root" || key == "topology" || key == "site_config") {
       if (value.empty() || value.front() != '/') {
         return bad(word, "needs an absolute path, e.g. " + std::string(key) +
-                             (key == "topology" ? "=/etc/slurm/topology.conf"
-                                                : "=/shared/partrain"));
+                             (key == "topology"      ? "=/etc/slurm/topology.conf"
+                              : key == "site_config" ? "=/etc/partrain/partrain.toml"
+                                                     : "=/shared/partrain"));
       }
       std::string path(value);
       while (path.size() > 1 && path.back() == '/') path.pop_back();
-      (key == "state_root" ? args.state_root : args.topology) = path;
-    } else if (key == "port_base") {
-      if (!parse_int(value, 1024, 65535, &args.port_base)) {
-        return bad(word, "needs a port number from 1024 to 65535, e.g. port_base=29500");
+      if (key == "state_root") {
+        args.state_root = path;
+        args.given.state_root = true;
+      } else if (key == "topology") {
+        args.topology = path;
+        args.given.topology = true;
+      } else {
+        args.site_config = path;
+        args.site_config_named = true;
       }
+    } else if (key == "port_base") {
+      if (!parse_int(value, 0, 65535, &args.port_base) || (args.port_base != 0 && args.port_base < 1024)) {
+        return bad(word, "needs 0 (any free port, the default) or a port number from 1024 to 65535, e.g. "
+                         "port_base=29500");
+      }
+      args.given.port_base = true;
     } else if (key == "port_range") {
       if (!parse_int(value, 1, 65535, &args.port_range)) {
         return bad(word, "needs a positive count of ports, e.g. port_range=1000");
       }
+      args.given.port_range = true;
     } else {
       return bad(word, "unknown key; known keys: " + std::string(kKnown));
     }
   }
-  if (args.port_base + args.port_range > 65536) {
-    return Status::invalid("partrain: plugstack.conf: port_base=" +
-                           std::to_string(args.port_base) + " + port_range=" +
-                           std::to_string(args.port_range) +
-                           " runs past port 65535; lower one of them");
-  }
+  PARTRAIN_RETURN_IF_ERROR(check_port_range(args));
   return args;
 }
 
+Status check_port_range(const PluginArgs& args) {
+  if (args.port_base != 0 && args.port_base + args.port_range > 65536) {
+    return Status::invalid("partrain: port_base=" + std::to_string(args.port_base) + " + port_range=" +
+                           std::to_string(args.port_range) + " runs past port 65535; lower one of them");
+  }
+  return Status::ok();
+}
+
 int coordinator_port(const PluginArgs& args, unsigned job_id) {
+  if (args.port_base == 0) return 0;
   return args.port_base + static_cast<int>(job_id % static_cast<unsigned>(args.port_range));
 }
 

@@ -102,6 +102,8 @@ int set_task_env(spank_t sp) {
     return 0;
   }
   spank_setenv(sp, "PARTRAIN_JOB_SECRET_FILE", secret->c_str(), 1);
+  // partraind reads the site config the plugin read.
+  if (args.site_config_named) spank_setenv(sp, "PARTRAIN_SITE_CONFIG", args.site_config.c_str(), 1);
   return 0;
 }
 

@@ -33,6 +33,16 @@ const std::vector<KeyRule<SiteConfig>>& site_rules() {
       detail::integer_key<SiteConfig>("topology", "nvlink_domain", FIELD(nvlink_domain),
                                       detail::at_least(0)),
       detail::path_key<SiteConfig>("topology", "file", FIELD(topology_file)),
+      {"rendezvous", "port_base",
+       [](const toml::node& node, SiteConfig* s, const Source&) -> Status {
+         auto v = detail::read_integer(node, detail::closed(0, 65535));
+         if (!v) return v.status();
+         if (*v != 0 && *v < 1024) return Status::invalid("must be 0 (any free port) or a port from 1024 to 65535");
+         s->rendezvous_port_base = static_cast<int>(*v);
+         return Status::ok();
+       }},
+      detail::integer_key<SiteConfig>("rendezvous", "port_range", FIELD(rendezvous_port_range),
+                                      detail::closed(1, 65535)),
       {"defaults", "spec",
        [](const toml::node& node, SiteConfig* s, const Source&) -> Status {
          auto v = detail::read_string(node);

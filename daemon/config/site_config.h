@@ -25,15 +25,20 @@ struct SiteConfig {
 
   // [paths]
   std::string plugin_dir = default_plugin_dir();  // strategy plugins (*.so). Default: compiled in
-  // Where each Slurm job's state directory <state_root>/slurm-<job id> is made (state
-  // store, checkpoints, the job secret; the same for every requeue). Shared by all nodes,
-  // writable by users (mode 1777); must match the SPANK plugin's state_root= argument in
-  // plugstack.conf. Default: /var/lib/partrain
+  // Where each Slurm job's state directory <state_root>/slurm-<job id> is made (the job
+  // secret, the coordinator's address; the same for every requeue). Shared by all nodes,
+  // writable by users (mode 1777); the SPANK plugin reads it from this file too.
+  // Default: /var/lib/partrain
   std::string state_root = "/var/lib/partrain";
   // [topology]: hints for machines where detection is impossible or wrong.
   int gpus_per_node = 0;      // devices per node; 0 = detect (Slurm, CUDA). Default: 0
   int nvlink_domain = 0;      // GPUs sharing one NVLink/NVSwitch domain; 0 = gpus_per_node. Default: 0
   std::string topology_file;  // Slurm topology.conf describing the switch tree; "" = none. Default: ""
+  // [rendezvous] (read by the SPANK plugin): 0 = the coordinator binds any free port and
+  // publishes it in the job's state directory; else it tries port_base + (job id mod
+  // port_range) first (firewalled sites). Default: 0 and 1000
+  int rendezvous_port_base = 0;
+  int rendezvous_port_range = 1000;
   // [defaults]
   std::string default_spec;   // spec items every job starts from, below its [parallelism],
                               // e.g. "zero1,sched=1f1b". Default: "" (the spec's own defaults)

@@ -75,7 +75,7 @@ TEST(SiteConfig, ErrorsNameFileLineAndKey) {
       {"[topology]\nplugin_dir = \"/x\"\n",
        "site.toml:2: [topology] key 'plugin_dir' is unknown; it belongs in [paths]"},
       {"[training]\nlr = 1\n",
-       "site.toml:1: table [training] is unknown; the tables are [paths] [topology] [defaults] "
+       "site.toml:1: table [training] is unknown; the tables are [paths] [topology] [rendezvous] [defaults] "
        "[log]"},
   };
   for (const Case& c : cases) {
@@ -164,7 +164,8 @@ TEST(SiteConfig, KnownKeysComeFromTheParserTable) {
   EXPECT_EQ(known_site_keys(),
             (std::vector<std::string>{"paths.plugin_dir", "paths.state_root",
                                       "topology.gpus_per_node", "topology.nvlink_domain",
-                                      "topology.file", "defaults.spec", "log.level"}));
+                                      "topology.file", "rendezvous.port_base", "rendezvous.port_range",
+                                      "defaults.spec", "log.level"}));
 }
 
 }  // namespace

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # CTest fixture: starts (fresh) and stops the local Slurm cluster the slurm-label tests use.
-#   cluster_fixture.sh start DIR SPANK_SO
+#   cluster_fixture.sh start DIR SPANK_SO BUILD_SITE_CONFIG
 #   cluster_fixture.sh stop  DIR
+# The plugin gets its settings as a site would give them: from a partrain.toml (DIR's,
+# the build's plugin folder plus state_root and nvlink_domain = 4) named on the
+# plugstack.conf line, which the tasks' partraind then reads too.
 # Where the cluster cannot run (not root, no daemons) `start` writes DIR/skip and exits 77,
 # and every test that uses the cluster skips too.
 set -euo pipefail
@@ -21,7 +24,12 @@ case $action in
       exit 77
     fi
     begin=$(( $(date +%s%N) / 1000000 ))
-    bash "$cluster" start "$dir" --nodes 3 --spank "$3" --spank-args "nvlink_domain=4"
+    plugins=$(sed -n 's/^plugin_dir *= *"\(.*\)"/\1/p' "$4")
+    mkdir -p "$dir/partrain-state"
+    chmod 1777 "$dir/partrain-state"
+    printf '[paths]\nplugin_dir = "%s"\nstate_root = "%s"\n\n[topology]\nnvlink_domain = 4\n' \
+      "$plugins" "$dir/partrain-state" >"$dir/partrain.toml"
+    bash "$cluster" start "$dir" --nodes 3 --spank "$3" --site-config "$dir/partrain.toml"
     ms=$(( $(date +%s%N) / 1000000 - begin ))
     printf "cluster up in %d.%03d s\n" $((ms / 1000)) $((ms % 1000))
     ;;
@@ -29,5 +37,5 @@ case $action in
     [ -f "$dir/skip" ] && exit 0
     bash "$cluster" stop "$dir"
     ;;
-  *) echo "usage: $0 start DIR SPANK_SO | stop DIR" >&2; exit 2 ;;
+  *) echo "usage: $0 start DIR SPANK_SO BUILD_SITE_CONFIG | stop DIR" >&2; exit 2 ;;
 esac

@@ -88,7 +88,7 @@ if [ $victim_index -eq 1 ]; then
 else
   until_true 30 "Slurm to take job $id off the crashed node" job_not_running
 fi
-cp "$out/run/metrics.jsonl" "$out/before-crash.jsonl"   # the requeued run truncates it
+cp "$out/run/metrics.jsonl" "$out/before-crash.jsonl"   # the steps of attempt 0 alone
 bash "$cluster" kill-node "$dir" "$victim" >/dev/null
 until_true 90 "completion of the requeued job $id" job_done
 part0=$(attempt_part 0)

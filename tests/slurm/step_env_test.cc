@@ -55,7 +55,7 @@ TEST(StepEnv, TwoNodesFourGpusTp2Pp2) {
         EXPECT_EQ(e["PARTRAIN_EP_RANK"], "0");
         EXPECT_EQ(e["PARTRAIN_LOCAL_DEVICE"], std::to_string(local));
         EXPECT_EQ(e["PARTRAIN_NODE_RANKS"], node == 0 ? "0,1,2,3" : "4,5,6,7");
-        EXPECT_EQ(e["PARTRAIN_COORDINATOR"], "n1:29734");  // 29500 + 1234 % 1000
+        EXPECT_EQ(e["PARTRAIN_COORDINATOR"], "n1:0");  // any free port, published by the coordinator
         EXPECT_EQ(e["PARTRAIN_STATE_DIR"], "/shared/pt/slurm-1234");
         EXPECT_EQ(e["PARTRAIN_SPEC"], "tp2,pp2");
       }
@@ -82,12 +82,14 @@ TEST(StepEnv, CpuRanksOneTaskPerNode) {
   f.node_list = "c[07-08]";
   f.tasks_per_node = "1(x2)";
   f.node_index = 1;
-  Env e = run("dp2", f);
+  PluginArgs fixed;
+  fixed.port_base = 29500;  // a firewalled site's range: the first port tried
+  Env e = run("dp2", f, fixed);
   EXPECT_EQ(e["PARTRAIN_RANK"], "1");
   EXPECT_EQ(e["PARTRAIN_WORLD"], "2");
   EXPECT_EQ(e["PARTRAIN_DP_RANK"], "1");
   EXPECT_EQ(e.count("PARTRAIN_LOCAL_DEVICE"), 0u);  // no GPU: a CPU rank
-  EXPECT_EQ(e["PARTRAIN_COORDINATOR"], "c07:29507");
+  EXPECT_EQ(e["PARTRAIN_COORDINATOR"], "c07:29507");  // 29500 + 7 % 1000
 }
 
 TEST(StepEnv, TaskBoundToOneGpuUsesDeviceZero) {

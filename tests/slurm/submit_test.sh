@@ -61,7 +61,16 @@ refused "srun tp beyond the NVLink domain" "tp8 is larger than the NVLink domain
 sed 's/$/ bogus_key=1/' "$dir/plugstack.conf" >bad-plugstack.conf
 sed "s|^PlugStackConfig=.*|PlugStackConfig=$work/bad-plugstack.conf|" "$SLURM_CONF" >bad-slurm.conf
 SLURM_CONF=$work/bad-slurm.conf refused "unknown plugstack argument" \
-  "plugstack.conf argument 'bogus_key=1': unknown key; known keys: nvlink_domain=N" \
+  "plugstack.conf argument 'bogus_key=1': unknown key; known keys: site_config=/ABS/PATH" \
+  sbatch --wrap true
+
+# The settings come from the site's partrain.toml (the cluster's plugstack line names only
+# that file): a key of the wrong type there is a load error naming the file and the line.
+printf '[paths]\nstate_root = "%s"\n\n[topology]\nnvlink_domain = "four"\n' "$dir/partrain-state" >bad-site.toml
+sed "s|site_config=[^ ]*|site_config=$work/bad-site.toml|" "$dir/plugstack.conf" >bad-site-plugstack.conf
+sed "s|^PlugStackConfig=.*|PlugStackConfig=$work/bad-site-plugstack.conf|" "$SLURM_CONF" >bad-site-slurm.conf
+SLURM_CONF=$work/bad-site-slurm.conf refused "a bad partrain.toml key" \
+  "bad-site.toml:5: [topology] key 'nvlink_domain' must be an integer from 0 to 65536" \
   sbatch --wrap true
 
 # The shipped example job passes the submit check (held and cancelled: partraind, which it
