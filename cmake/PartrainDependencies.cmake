@@ -6,16 +6,21 @@ find_package(PkgConfig REQUIRED)
 
 # TOML++ ships a CMake package on Debian 12.
 find_package(tomlplusplus REQUIRED)
-# CLI11, spdlog and fmt: header/config packages.
+# CLI11 and fmt: header/config packages.
 find_package(CLI11 REQUIRED)
 find_package(fmt REQUIRED)
-find_package(spdlog REQUIRED)
-# RocksDB (only the coordinator's state store links it).
+# RocksDB (only the coordinator's state store links it), the shared library: Debian's
+# config names the static archive RocksDB::rocksdb and the .so RocksDB::rocksdb-shared,
+# and a package depends on the library package only when it links the .so.
 find_package(RocksDB CONFIG QUIET)
-if(NOT RocksDB_FOUND)
-  find_library(ROCKSDB_LIBRARY rocksdb REQUIRED)
-  add_library(RocksDB::rocksdb UNKNOWN IMPORTED)
-  set_target_properties(RocksDB::rocksdb PROPERTIES IMPORTED_LOCATION ${ROCKSDB_LIBRARY})
+add_library(partrain_rocksdb INTERFACE)
+if(TARGET RocksDB::rocksdb-shared)
+  target_link_libraries(partrain_rocksdb INTERFACE RocksDB::rocksdb-shared)
+else()
+  find_library(ROCKSDB_LIBRARY NAMES librocksdb.so rocksdb REQUIRED)
+  target_link_libraries(partrain_rocksdb INTERFACE ${ROCKSDB_LIBRARY})
+  find_path(ROCKSDB_INCLUDE_DIR rocksdb/db.h REQUIRED)
+  target_include_directories(partrain_rocksdb INTERFACE ${ROCKSDB_INCLUDE_DIR})
 endif()
 # Boost.DLL is header-only; it must use std::filesystem rather than Boost.Filesystem.
 find_package(Boost 1.74 REQUIRED)

@@ -7,9 +7,10 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config git
   libtomlplusplus-dev librocksdb-dev libboost-dev libgloo-dev libopenblas-dev
-  libslurm-dev libcli11-dev libspdlog-dev libfmt-dev libgtest-dev libgmock-dev
+  libslurm-dev libcli11-dev libfmt-dev libgtest-dev libgmock-dev
   libhwloc-dev
   libssl-dev  # libcrypto: HMAC-SHA256 for the authenticated rendezvous
+  file        # CPack's dpkg-shlibdeps step (tests/packaging); dpkg-dev comes with build-essential
   # the independent reference for tests and the peer for benchmarks
   python3-torch python3-numpy
   # a real local Slurm cluster for the `slurm` test label

@@ -8,6 +8,7 @@ cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 build=${BUILD_DIR:-build}
 jobs=${JOBS:-$(nproc)}
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPARTRAIN_WERROR=ON >/dev/null
+# Prefix /usr: the Debian packages' (tests/packaging builds them from this tree).
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPARTRAIN_WERROR=ON -DCMAKE_INSTALL_PREFIX=/usr >/dev/null
 cmake --build "$build" -j "$jobs"
 ctest --test-dir "$build" --output-on-failure -j "$jobs" --timeout 600

@@ -1,5 +1,6 @@
 #include "common/log.h"
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -38,6 +39,8 @@ std::string utc_now() {
   return utc_timestamp(duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count());
 }
 
+std::atomic<Forward> g_forward{nullptr};
+
 }  // namespace
 
 std::string utc_timestamp(int64_t unix_ms) {
@@ -48,6 +51,7 @@ std::string utc_timestamp(int64_t unix_ms) {
                      tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, unix_ms % 1000);
 }
 
+void forward_to(Forward forward) { g_forward.store(forward); }
 
 bool parse_level(std::string_view text, Level* out) {
   if (text == "debug") *out = Level::kDebug;
@@ -90,6 +94,7 @@ Level level() {
 }
 
 void write(Level l, std::string_view subsystem, std::string_view message) {
+  if (Forward f = g_forward.load(); f != nullptr) return f(l, subsystem, message);
   auto& c = context();
   std::string line;
   {

@@ -29,6 +29,11 @@ bool parse_level(std::string_view text, Level* out);
 
 void write(Level level, std::string_view subsystem, std::string_view message);
 
+// A module with its own copy of this library (the GPU module, daemon/gpu) hands its lines
+// to the host's logger, which tags them: forward_to(&host's write) in the module.
+using Forward = void (*)(Level level, std::string_view subsystem, std::string_view message);
+void forward_to(Forward forward);
+
 // "2026-11-29T18:50:01.123Z": UTC with milliseconds, as every log line starts.
 std::string utc_timestamp(int64_t unix_ms);
 

@@ -263,12 +263,14 @@ class Backend {
 std::unique_ptr<Backend> make_cpu_backend();
 
 #ifdef PARTRAIN_HAVE_CUDA
-// The CUDA backend on device `ordinal`, defined in engine/cuda/. Errors (no driver, no
-// device) name the device and say what to check.
+// The CUDA backend on device `ordinal`, defined in engine/cuda/ (in the GPU module, and
+// in what links partrain_engine_cuda). Errors (no driver, no device) name the device and
+// say what to check.
 Result<std::unique_ptr<Backend>> make_cuda_backend(int ordinal);
 #endif
 
-// "cpu", "cuda" or "cuda:N". A build without CUDA answers "cuda" with an error saying so.
+// "cpu", "cuda" or "cuda:N"; cuda through the GPU module (gpu/cuda_module.h), which an
+// installation without it answers with an error saying what to install.
 Result<std::unique_ptr<Backend>> make_backend(const std::string& device);
 
 }  // namespace partrain::engine

@@ -1,15 +1,15 @@
-// make_backend: a device name to a backend. Separate from backend.cc because it links
-// every backend, while the backends themselves link only backend.cc.
+// make_backend: a device name to a backend. "cuda" comes from the GPU module, loaded on
+// first use (gpu/cuda_module.h), so nothing here links CUDA.
 #include <string>
 
 #include "engine/backend.h"
+#include "gpu/cuda_module.h"
 
 namespace partrain::engine {
 
 Result<std::unique_ptr<Backend>> make_backend(const std::string& device) {
   if (device == "cpu") return make_cpu_backend();
   if (device == "cuda" || device.rfind("cuda:", 0) == 0) {
-#ifdef PARTRAIN_HAVE_CUDA
     int ordinal = 0;
     if (device.size() > 5) {
       try {
@@ -18,12 +18,9 @@ Result<std::unique_ptr<Backend>> make_backend(const std::string& device) {
         return Status::invalid("device '" + device + "': expected cuda or cuda:N, e.g. cuda:0");
       }
     }
-    return make_cuda_backend(ordinal);
-#else
-    return Status::invalid("device '" + device +
-                           "': this build has no CUDA backend; rebuild with a CUDA toolkit "
-                           "(cmake -DPARTRAIN_CUDA=ON) or use --device cpu");
-#endif
+    Result<const gpu::CudaModule*> m = gpu::cuda_module();
+    if (!m) return m.status();
+    return (*m)->make_backend(ordinal);
   }
   return Status::invalid("device '" + device + "': expected cpu, cuda or cuda:N");
 }

@@ -5,49 +5,37 @@
 
 #include <fmt/format.h>
 
+#include "comm/nccl/nccl_communicator.h"  // NcclOptions (the functions are the module's)
+#include "gpu/cuda_module.h"
 #include "partrain/data.h"
-#ifdef PARTRAIN_HAVE_NCCL
-#include "comm/nccl/nccl_communicator.h"
-#endif
-#ifdef PARTRAIN_HAVE_CUDA
-#include "engine/cuda/cuda_backend.h"
-#endif
 
 namespace partrain::worker {
 
 bool buffers_on_device(const comm::Communicator& c) { return std::strcmp(c.backend(), "nccl") == 0; }
 
+// GPU ranks: NCCL from the GPU module (gpu/cuda_module.h), loaded only here.
 Result<std::unique_ptr<comm::Communicator>> make_group_communicator(const comm::GroupSpec& spec,
                                                                     comm::RendezvousClient& store,
                                                                     const std::string& device,
                                                                     const comm::GlooOptions& gloo) {
   if (device != "cuda") return comm::create_gloo_communicator(spec, store, gloo);
-#ifdef PARTRAIN_HAVE_NCCL
+  Result<const gpu::CudaModule*> m = gpu::cuda_module();
+  if (!m) return m.status();
+  if ((*m)->create_nccl == nullptr) {
+    return Status::invalid(fmt::format("[job] device = cuda with {} ranks in group {}: this partrain's GPU module was "
+                                       "built without NCCL; rebuild where the CUDA toolkit has NCCL, or use --device "
+                                       "cpu", spec.members.size(), spec.name));
+  }
   comm::NcclOptions o;
   o.device = 0;  // the one GPU the agent made visible to this worker
-  return comm::create_nccl_communicator(spec, store, o);
-#else
-  return Status::invalid(fmt::format("[job] device = cuda with {} ranks in group {}: this partrain was built "
-                                     "without NCCL; rebuild where the CUDA toolkit has NCCL "
-                                     "(cmake -DPARTRAIN_CUDA=ON), or use --device cpu",
-                                     spec.members.size(), spec.name));
-#endif
+  return (*m)->create_nccl(spec, store, o);
 }
 
 Status bind_to_backend(comm::Communicator& c, engine::Backend& backend) {
   if (!buffers_on_device(c)) return Status::ok();
-#if defined(PARTRAIN_HAVE_NCCL) && defined(PARTRAIN_HAVE_CUDA)
-  auto* cuda = dynamic_cast<engine::cuda::CudaBackend*>(&backend);
-  if (cuda == nullptr) {
-    return Status::invalid(fmt::format("group {}: an NCCL communicator needs the CUDA backend, not {}",
-                                       c.group().name, backend.name()));
-  }
-  return comm::set_nccl_compute_stream(c, cuda->context().stream);
-#else
-  (void)backend;
-  return Status::internal(fmt::format("group {}: an NCCL communicator in a build without CUDA",
-                                      c.group().name));
-#endif
+  Result<const gpu::CudaModule*> m = gpu::cuda_module();
+  if (!m) return m.status();
+  return (*m)->bind_to_backend(c, backend).prefixed(fmt::format("group {}: ", c.group().name));
 }
 
 Status check_plugin_memory(const std::string& device, uint64_t capabilities, const std::string& name,
