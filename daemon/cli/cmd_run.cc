@@ -171,6 +171,7 @@ int run_train(const RunArgs& a) {
   o.name = job->name;
   o.run_dir = job->run_dir;
   o.device = a.device.empty() ? job->device : a.device;
+  o.precision = job->precision;
   Result<planner::RunAccounting> acct = planner::run_accounting(job->model, o.device, a.hardware);
   if (!acct) return fail(acct.status());
   o.model_flops_per_token = acct->model_flops_per_token;

@@ -64,6 +64,10 @@ const std::vector<KeyRule<JobDraft>>& job_rules() {
                                    std::vector<std::pair<std::string, std::string>>{
                                        {"cpu", "cpu"}, {"cuda", "cuda"}}),
 
+      detail::choice_key<JobDraft>("job", "precision", FIELD(precision),
+                                   std::vector<std::pair<std::string, std::string>>{
+                                       {"fp32", "fp32"}, {"bf16", "bf16"}}),
+
       detail::choice_key<JobDraft>("model", "arch", FIELD(model.arch),
                                    std::vector<std::pair<std::string, Arch>>{
                                        {"gpt2", Arch::kGpt2}, {"llama", Arch::kLlama}}),

@@ -55,7 +55,7 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const RunOptions& options) {
   }
   t->sampler_ = std::make_unique<data::Sampler>(t->data_->num_windows(), tr.seed);
   // The device, the model parts (initialised from the seed, or loaded), their optimizers.
-  Result<std::unique_ptr<Backend>> be = make_backend(options.device);
+  Result<std::unique_ptr<Backend>> be = make_backend(options.device, options.precision);
   if (!be) return be.status();
   t->backend_ = std::move(be).value();
   PARTRAIN_RETURN_IF_ERROR(t->create_parts());
