@@ -2,7 +2,7 @@
 //
 //   partrain run JOB.toml [--steps N] [--init FILE.safetensors] [--save FILE.safetensors]
 //                [--device cpu|cuda|cuda:N] [--partrain SPEC] [--nproc N] [--trace STEPS]
-//   partrain export JOB.toml [--from FILE.safetensors] -o OUT.safetensors
+//   partrain export JOB.toml [--from FILE.safetensors] -o OUT.safetensors | --hf DIR [--tokenizer F...]
 //
 // run trains on one rank, printing one line per step and writing <run_dir>/metrics.jsonl
 // (one JSON object per step: step, loss, lr, grad_norm, tokens, step_ms, fwd_ms, bwd_ms,
@@ -31,6 +31,7 @@
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
 #include "cli/fail.h"
+#include "cli/model_source.h"
 #include "common/log.h"
 #include "common/trace.h"
 #include "config/job_config.h"
@@ -60,7 +61,8 @@ struct RunArgs {
 };
 
 struct ExportArgs {
-  std::string job, from, output;
+  std::string job, from;
+  ExportTarget target;
 };
 
 
@@ -235,9 +237,8 @@ int run_export(const ExportArgs& a) {
   if (!a.from.empty()) {
     if (Status s = engine::model::load_hf(**m, a.from); !s) return fail(s);
   }
-  if (Status s = engine::model::save_hf(**m, a.output); !s) return fail(s);
-  std::printf("wrote %s: %lld parameters in %zu tensors (Hugging Face names)\n", a.output.c_str(),
-              static_cast<long long>((*m)->num_params()), (*m)->table().specs().size());
+  if (Status s = write_export(**m, a.target, a.from.empty() ? "initial weights" : a.from); !s)
+    return fail(s);
   return kExitOk;
 }
 
@@ -283,7 +284,7 @@ void register_run(CLI::App& app, CommandResult* result) {
   exp->add_option("job", eargs->job, "job file (TOML)")->required()->check(CLI::ExistingFile);
   exp->add_option("--from", eargs->from, "weights to convert (safetensors)")
       ->check(CLI::ExistingFile);
-  exp->add_option("-o,--output", eargs->output, "output file (.safetensors)")->required();
+  add_export_options(exp, &eargs->target);
   exp->callback([eargs, result] { result->exit_code = run_export(*eargs); });
 }
 

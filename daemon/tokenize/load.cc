@@ -24,6 +24,31 @@ Result<std::unique_ptr<Tokenizer>> load_tokenizer(const std::string& path) {
   return load_sentencepiece(path, bytes);
 }
 
+namespace {
+
+class ByteTokenizer final : public Tokenizer {
+ public:
+  void encode(std::string_view text, std::vector<uint32_t>* out) const override {
+    for (unsigned char c : text) out->push_back(c);
+  }
+  std::string decode(std::span<const uint32_t> ids) const override {
+    std::string out;
+    for (uint32_t id : ids)
+      if (id < 256) out.push_back(static_cast<char>(id));
+    return out;
+  }
+  uint32_t vocab_size() const override { return 256; }
+  uint32_t separator() const override { return 0; }
+  bool has_separator() const override { return false; }
+  int64_t special_id(std::string_view) const override { return -1; }
+  bool cuts_at_line_starts() const override { return true; }
+  std::string describe() const override { return "byte-level (256 tokens)"; }
+};
+
+}  // namespace
+
+std::unique_ptr<Tokenizer> make_byte_tokenizer() { return std::make_unique<ByteTokenizer>(); }
+
 size_t to_valid_utf8(std::string* text) {
   const std::string& s = *text;
   // Fast path: most text is valid; only rebuild when a bad sequence is found.

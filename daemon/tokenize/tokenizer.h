@@ -34,6 +34,8 @@ class Tokenizer {
   // The id written before every document (llm.c's convention): <|endoftext|> for GPT-2,
   // cl100k and o200k, <|end_of_text|> for Llama 3, </s> for SentencePiece models.
   virtual uint32_t separator() const = 0;
+  // False for the byte-level tokenizer, which has no token outside the 256 bytes.
+  virtual bool has_separator() const { return true; }
   // The id of a special token's text (e.g. "<|begin_of_text|>"), or -1 when there is none.
   virtual int64_t special_id(std::string_view text) const = 0;
   // True when encoding a text in two parts cut just after a '\n' that is followed by a
@@ -49,6 +51,10 @@ class Tokenizer {
 // a "model"), a tiktoken rank file (lines "BASE64 RANK"; Llama 3's tokenizer.model is one),
 // or a SentencePiece model (protobuf). Errors name the file and what was expected.
 Result<std::unique_ptr<Tokenizer>> load_tokenizer(const std::string& path);
+
+// The byte-level tokenizer of `data encode --bytes`: token = byte value, vocab_size 256,
+// no separator.
+std::unique_ptr<Tokenizer> make_byte_tokenizer();
 
 // Replaces every invalid UTF-8 sequence in `text` with U+FFFD (as Python's
 // errors="replace" and a JavaScript TextDecoder do), in place. Returns how many it replaced.
