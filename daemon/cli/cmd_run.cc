@@ -55,7 +55,7 @@ namespace engine = partrain::engine;
 struct RunArgs {
   std::string job;
   int64_t steps = 0;
-  std::string init, save, spec, trace, hardware;
+  std::string init, save, spec, trace, hardware, hardware_dir;
   std::string device;  // "" = [job] device
   int nproc = 0;  // > 0: the local agent with this many worker ranks
 };
@@ -158,6 +158,8 @@ void log_restart_count() {
 }
 
 int run_train(const RunArgs& a) {
+  // --hardware-dir reaches load_hardware here and in the workers as PARTRAIN_HARDWARE_DIR.
+  if (!a.hardware_dir.empty()) ::setenv("PARTRAIN_HARDWARE_DIR", a.hardware_dir.c_str(), 1);
   if (!a.trace.empty()) {
     if (Result<trace::StepSet> steps = trace::StepSet::parse(a.trace); !steps) return fail(steps.status());
   }
@@ -272,6 +274,10 @@ void register_run(CLI::App& app, CommandResult* result) {
   run->add_option("--hardware", args->hardware,
                   "hardware profile for the step line's MFU (a name such as H100-SXM or a .toml "
                   "file, as for `partrain plan`); default: cpu on CPU ranks, none on GPUs");
+  run->add_option("--hardware-dir", args->hardware_dir,
+                  "folder of hardware profiles for --hardware NAME (default: $PARTRAIN_HARDWARE_DIR, "
+                  "else the installed ones), as for `partrain plan`")
+      ->check(CLI::ExistingDirectory);
   run->add_option("--trace", args->trace,
                   "write a Chrome/Perfetto trace of these steps per rank to "
                   "<run_dir>/trace/rank-R.json (e.g. 5-7; merge with `partrain trace merge`)");

@@ -21,6 +21,7 @@ void register_report(CLI::App& app, CommandResult* result);
 void register_ckpt(CLI::App& app, CommandResult* result);
 void register_import(CLI::App& app, CommandResult* result);
 void register_generate(CLI::App& app, CommandResult* result);
+void register_help(CLI::App& app, CommandResult* result);
 
 inline void register_commands(CLI::App& app, CommandResult* result) {
   register_layout(app, result);
@@ -34,6 +35,7 @@ inline void register_commands(CLI::App& app, CommandResult* result) {
   register_ckpt(app, result);
   register_import(app, result);
   register_generate(app, result);
+  register_help(app, result);
 }
 
 }  // namespace partrain::cli

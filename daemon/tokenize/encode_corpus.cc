@@ -1,6 +1,8 @@
 #include "tokenize/encode_corpus.h"
 
+#include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -41,10 +43,12 @@ class ChunkReader {
   Result<bool> next(Chunk* out) {
     for (;;) {
       if (has_pending_) {  // a document being cut into chunks
-        *out = take_piece();
+        auto c = take_piece();
+        if (!c) return c.status();
+        *out = std::move(*c);
         return true;
       }
-      if (!in_.is_open() || in_.eof()) {
+      if (!in_.is_open() || (in_.eof() && !txt_open_)) {
         if (in_.is_open()) in_.close();
         if (file_ == o_.inputs.size()) return false;
         path_ = o_.inputs[file_++];
@@ -52,12 +56,10 @@ class ChunkReader {
         if (!in_) return Status::not_found(fmt::format("{}: cannot open text file", path_));
         jsonl_ = path_.size() > 6 && path_.compare(path_.size() - 6, 6, ".jsonl") == 0;
         line_ = 0;
-        if (!jsonl_) {  // one document: the whole file
-          std::string text((std::istreambuf_iterator<char>(in_)), std::istreambuf_iterator<char>());
-          if (in_.bad()) return Status::io_error(fmt::format("{}: read failed", path_));
-          in_.setstate(std::ios::eofbit);
-          bytes_read_ += text.size();
-          start_document(std::move(text));
+        if (!jsonl_) {  // one document: the whole file, read block by block as it is cut
+          start_document(std::string());
+          txt_open_ = true;
+          if (!can_cut_) PARTRAIN_RETURN_IF_ERROR(read_block(SIZE_MAX));  // never cut: all of it
           continue;
         }
       }
@@ -82,6 +84,24 @@ class ChunkReader {
   uint64_t bytes_read() const { return bytes_read_; }
 
  private:
+  // Appends up to `n` bytes of the open .txt file to pending_; at its end, closes it.
+  Status read_block(size_t n) {
+    std::string block(std::min<size_t>(n, o_.chunk_bytes * 4), '\0');
+    while (n > 0 && txt_open_) {
+      in_.read(block.data(), static_cast<std::streamsize>(std::min(n, block.size())));
+      const auto got = static_cast<size_t>(in_.gcount());
+      if (in_.bad()) return Status::io_error(fmt::format("{}: read failed", path_));
+      pending_.append(block.data(), got);
+      bytes_read_ += got;
+      n -= std::min(n, got);
+      if (got == 0 || in_.eof()) {
+        txt_open_ = false;
+        in_.setstate(std::ios::eofbit);
+      }
+    }
+    return Status::ok();
+  }
+
   void start_document(std::string text) {
     pending_ = std::move(text);
     offset_ = 0;
@@ -89,19 +109,32 @@ class ChunkReader {
     has_pending_ = true;  // an empty document still gets its separator
   }
 
-  Chunk take_piece() {
+  Result<Chunk> take_piece() {
     Chunk c;
     c.doc_start = doc_start_;
     doc_start_ = false;
-    size_t end = pending_.size();
-    if (can_cut_ && end - offset_ > o_.chunk_bytes) {
-      const size_t cut = find_cut(pending_, offset_ + o_.chunk_bytes);
-      if (cut != std::string::npos) end = cut;
+    if (offset_ > 0 && txt_open_) {  // drop what is done before reading more
+      pending_.erase(0, offset_);
+      offset_ = 0;
     }
+    size_t end = std::string::npos;
+    for (;;) {
+      if (txt_open_ && pending_.size() - offset_ < 2 * o_.chunk_bytes)
+        PARTRAIN_RETURN_IF_ERROR(read_block(2 * o_.chunk_bytes));
+      if (!can_cut_ || pending_.size() - offset_ <= o_.chunk_bytes) {
+        if (!txt_open_) break;  // the rest of the document
+        continue;
+      }
+      end = find_cut(pending_, offset_ + o_.chunk_bytes);
+      if (end != std::string::npos || !txt_open_) break;
+      PARTRAIN_RETURN_IF_ERROR(read_block(o_.chunk_bytes));  // no cut yet: look further
+    }
+    if (end == std::string::npos) end = pending_.size();
     c.text = pending_.substr(offset_, end - offset_);
     offset_ = end;
-    if (offset_ >= pending_.size()) {
+    if (offset_ >= pending_.size() && !txt_open_) {
       pending_.clear();
+      offset_ = 0;
       has_pending_ = false;
     }
     return c;
@@ -112,7 +145,7 @@ class ChunkReader {
   size_t file_ = 0, line_ = 0, offset_ = 0;
   std::string path_, pending_;
   std::ifstream in_;
-  bool jsonl_ = false, doc_start_ = false, has_pending_ = false;
+  bool jsonl_ = false, doc_start_ = false, has_pending_ = false, txt_open_ = false;
   uint64_t bytes_read_ = 0;
 };
 

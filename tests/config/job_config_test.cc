@@ -351,7 +351,7 @@ INSTANTIATE_TEST_SUITE_P(
                "that hidden % heads == 0"},
         BadJob{"[model]\nlayers = 2\n",
                "job.toml: [data] train_files is missing; name the token shards to train on, "
-               "e.g. train_files = [\"data/train.bin\"]"},
+               "e.g. train_files = [\"data/train.bin\"] (or a mixture: [[data.sources]])"},
         BadJob{DATA "[job]\nname = \"my job\"\n",
                "job.toml:4: [job] key 'name' = \"my job\" may hold only letters, digits, '_', "
                "'-' and '.'"},
