@@ -29,17 +29,19 @@ add_library(partrain_openblas INTERFACE)
 target_include_directories(partrain_openblas INTERFACE ${OPENBLAS_INCLUDE_DIR})
 target_link_libraries(partrain_openblas INTERFACE ${OPENBLAS_LIBRARY})
 # Gloo: collectives over TCP for CPU ranks. Debian ships headers and a library, no CMake config.
-find_path(GLOO_INCLUDE_DIR gloo/allreduce.h)
-find_library(GLOO_LIBRARY gloo)
-if(GLOO_INCLUDE_DIR AND GLOO_LIBRARY)
-  add_library(partrain_gloo INTERFACE)
-  target_include_directories(partrain_gloo INTERFACE ${GLOO_INCLUDE_DIR})
-  target_link_libraries(partrain_gloo INTERFACE ${GLOO_LIBRARY} Threads::Threads)
-endif()
+find_path(GLOO_INCLUDE_DIR gloo/allreduce.h REQUIRED)
+find_library(GLOO_LIBRARY gloo REQUIRED)
+add_library(partrain_gloo INTERFACE)
+target_include_directories(partrain_gloo INTERFACE ${GLOO_INCLUDE_DIR})
+target_link_libraries(partrain_gloo INTERFACE ${GLOO_LIBRARY} Threads::Threads)
 # hwloc for CPU affinity of worker processes.
-pkg_check_modules(HWLOC IMPORTED_TARGET hwloc)
+pkg_check_modules(HWLOC REQUIRED IMPORTED_TARGET hwloc)
 # Slurm's spank.h for the SPANK plugin (header only: the plugin is loaded by Slurm).
 find_path(SLURM_INCLUDE_DIR slurm/spank.h)
+# Tokenizers: PCRE2 for pre-tokenizer patterns, Debian's libsentencepiece for SentencePiece models.
+pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
+find_path(SENTENCEPIECE_INCLUDE_DIR sentencepiece_processor.h REQUIRED)
+find_library(SENTENCEPIECE_LIBRARY sentencepiece REQUIRED)
 # GoogleTest for the unit tests.
 if(PARTRAIN_TESTS)
   find_package(GTest REQUIRED)

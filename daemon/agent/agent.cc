@@ -16,17 +16,20 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "agent/checkpoint_commit.h"
+#include "agent/checkpoint_committer.h"
 #include "agent/gpu_binding.h"
 #include "agent/supervisor.h"
-#include "cli/exit_codes.h"
-#include "comm/store/secret.h"
-#include "comm/store/store_client.h"
-#include "comm/store/store_server.h"
+#include "common/exit_codes.h"
+#include "comm/rendezvous/secret.h"
+#include "comm/rendezvous/client.h"
+#include "comm/rendezvous/server.h"
 #include "common/log.h"
+#include "common/stop_signal.h"
 #include "config/job_config.h"
 #include "config/site_config.h"
+#include "config/supported.h"
 #include "layout/layout.h"
+#include "planner/run_accounting.h"
 #include "store/coordinator.h"
 #include "store/shard_file.h"
 
@@ -41,9 +44,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
-
-std::atomic<int> g_stop_signal{0};
-extern "C" void on_stop_signal(int sig) { g_stop_signal.store(sig); }
 
 std::vector<std::pair<std::string, std::string>> environment() {
   std::vector<std::pair<std::string, std::string>> env;
@@ -76,7 +76,7 @@ std::string find_worker(const std::string& given) {
 // abort key set by another agent makes `failure()` non-empty.
 class Heartbeat {
  public:
-  Heartbeat(std::unique_ptr<comm::StoreClient> store, int node, int num_nodes, milliseconds interval,
+  Heartbeat(std::unique_ptr<comm::RendezvousClient> store, int node, int num_nodes, milliseconds interval,
             milliseconds timeout)
       : store_(std::move(store)), node_(node), num_nodes_(num_nodes), interval_(interval),
         timeout_(timeout), thread_([this] { loop(); }) {}
@@ -133,7 +133,7 @@ class Heartbeat {
     }
   }
 
-  std::unique_ptr<comm::StoreClient> store_;
+  std::unique_ptr<comm::RendezvousClient> store_;
   int node_, num_nodes_;
   milliseconds interval_, timeout_;
   std::atomic<bool> stop_{false};
@@ -144,9 +144,9 @@ class Heartbeat {
 
 // The agent's exit code for a worker that ended badly (see agent.h).
 int exit_code_for_worker(const WorkerExit& e) {
-  if (e.signaled) return cli::kExitRetryable;  // killed: the node or a peer failed
-  if (e.code == cli::kExitUsage || e.code == cli::kExitRetryable) return e.code;
-  return cli::kExitFailure;  // a bug or a diverged run: requeueing would not help
+  if (e.signaled) return kExitRetryable;  // killed: the node or a peer failed
+  if (e.code == kExitUsage || e.code == kExitRetryable) return e.code;
+  return kExitFailure;  // a bug or a diverged run: requeueing would not help
 }
 
 int run(const AgentOptions& o) {
@@ -154,39 +154,51 @@ int run(const AgentOptions& o) {
   Result<config::SiteConfig> site = config::load_site_config(o.site_config);
   if (!site) {
     log::error("agent", "{}", site.status().message());
-    return cli::exit_code_for(site.status());
+    return exit_code_for(site.status());
   }
   config::apply_log_level(*site);
   config::Overrides ov;
   if (!o.spec.empty()) ov.spec = o.spec;
   if (o.steps > 0) ov.steps = o.steps;
+  if (!o.device.empty()) ov.device = o.device;
   Result<config::JobConfig> job = config::resolve_job(o.job_path, *site, ov);
   if (!job) {
     log::error("agent", "{}", job.status().message());
-    return cli::kExitUsage;
+    return kExitUsage;
   }
   Result<Placement> place = placement_from(o, environment());
   if (!place) {
     log::error("agent", "{}", place.status().message());
-    return cli::kExitUsage;
+    return kExitUsage;
   }
   log::set_context(job->name, place->node_name, -1);
   if (!o.standalone) resolve_node_addresses(&*place);
   Result<Layout> layout = Layout::create(place->world, job->parallelism);
   if (!layout) {
     log::error("agent", "{}", layout.status().message());
-    return cli::kExitUsage;
+    return kExitUsage;
   }
   if (Result<int> ga = config::grad_accum_steps(*job, layout->dp()); !ga) {
     log::error("agent", "{}", ga.status().message());
-    return cli::kExitUsage;
+    return kExitUsage;
   }
   // The layout against the model (heads, kv_heads, hidden, seq_len % tp, ...): refused here,
   // before any worker starts, on every node (`partrain run --nproc` checks it first too, to
   // print the one line alone).
   if (Status s = config::validate_layout(*job, place->world); !s) {
     log::error("agent", "{}", s.message());
-    return cli::kExitUsage;
+    return kExitUsage;
+  }
+  // What this version runs, decided once here rather than by every worker (config/supported.h).
+  if (Status s = config::check_supported(*job, *layout); !s) {
+    log::error("agent", "{}", s.message());
+    return kExitUsage;
+  }
+  // MFU: the model's FLOPs per token and one rank's peak, handed to the workers.
+  Result<planner::RunAccounting> acct = planner::run_accounting(job->model, job->device, o.hardware);
+  if (!acct) {
+    log::error("agent", "{}", acct.status().message());
+    return kExitUsage;
   }
   // One GPU per worker (gpu_binding.h): a cuda job on a node with too few is refused here.
   // CPU jobs take the devices Slurm gave the step, when there are enough.
@@ -197,7 +209,7 @@ int run(const AgentOptions& o) {
       gpus_per_worker(node_gpu_list, static_cast<int>(place->node_ranks.size()), job->device);
   if (!visible) {
     log::error("agent", "{}", visible.status().message());
-    return cli::kExitUsage;
+    return kExitUsage;
   }
   if (cuda) {
     log::info("agent", "{} local workers on GPUs {} ({})", visible->size(), fmt::join(*visible, ","),
@@ -208,51 +220,51 @@ int run(const AgentOptions& o) {
   std::string secret;
   if (o.standalone) {
     Result<std::string> s = comm::generate_secret();
-    if (!s) return cli::kExitFailure;
+    if (!s) return kExitFailure;
     secret = *s;
   } else {
     Result<std::string> s = comm::load_job_secret(place->secret_file);
     if (!s) {
       log::error("agent", "{}", s.status().message());
-      return cli::kExitUsage;
+      return kExitUsage;
     }
     secret = *s;
   }
   // The coordinator node runs the store.
-  std::unique_ptr<comm::StoreServer> server;
+  std::unique_ptr<comm::RendezvousServer> server;
   int port = place->coordinator_port;
   if (place->node == 0) {
-    comm::StoreServerOptions so;
+    comm::RendezvousServerOptions so;
     so.port = port;
     if (o.standalone) so.host = "127.0.0.1";
-    Result<std::unique_ptr<comm::StoreServer>> srv = comm::StoreServer::start(secret, so);
+    Result<std::unique_ptr<comm::RendezvousServer>> srv = comm::RendezvousServer::start(secret, so);
     if (!srv) {
       log::error("agent", "cannot start the rendezvous store: {}", srv.status().message());
-      return cli::kExitRetryable;
+      return kExitRetryable;
     }
     server = std::move(srv).value();
     port = server->port();
   }
   // Short I/O budgets: a hung coordinator must not hold the agent past its bounded detection.
-  comm::StoreClientOptions co;
+  comm::RendezvousClientOptions co;
   co.io_timeout = milliseconds(5000);
-  Result<std::unique_ptr<comm::StoreClient>> store =
-      comm::StoreClient::connect(place->coordinator_host, port, secret, co);
+  Result<std::unique_ptr<comm::RendezvousClient>> store =
+      comm::RendezvousClient::connect(place->coordinator_host, port, secret, co);
   if (!store) {
     log::error("agent", "rendezvous with {}:{} failed: {}", place->coordinator_host, port,
                store.status().message());
-    return cli::exit_code_for(store.status());
+    return exit_code_for(store.status());
   }
   const std::string attempt = std::getenv("SLURM_RESTART_COUNT") != nullptr ? std::getenv("SLURM_RESTART_COUNT") : "0";
   if (Status s = (*store)->barrier("agents/" + attempt, place->node, place->num_nodes, milliseconds(300000)); !s) {
     log::error("agent", "not every node's agent arrived: {}", s.message());
-    return cli::kExitRetryable;
+    return kExitRetryable;
   }
-  comm::StoreClientOptions hb_options;
+  comm::RendezvousClientOptions hb_options;
   hb_options.io_timeout = o.heartbeat_interval;
-  Result<std::unique_ptr<comm::StoreClient>> hb_store =
-      comm::StoreClient::connect(place->coordinator_host, port, secret, hb_options);
-  if (!hb_store) return cli::kExitRetryable;
+  Result<std::unique_ptr<comm::RendezvousClient>> hb_store =
+      comm::RendezvousClient::connect(place->coordinator_host, port, secret, hb_options);
+  if (!hb_store) return kExitRetryable;
 
   // The coordinator node alone opens the state store: it picks the checkpoint each worker
   // group resumes from and commits the group's saves.
@@ -265,7 +277,7 @@ int run(const AgentOptions& o) {
     if (!c) {
       log::error("agent", "{}", c.status().message());
       (void)(*store)->set("job/abort", c.status().message());
-      return c.status().code() == StatusCode::kInvalidArgument ? cli::kExitUsage : cli::exit_code_for(c.status());
+      return c.status().code() == StatusCode::kInvalidArgument ? kExitUsage : exit_code_for(c.status());
     }
     state = std::move(c).value();
   }
@@ -290,17 +302,17 @@ int run(const AgentOptions& o) {
     if (!(*visible)[i].empty()) w.env.emplace_back("CUDA_VISIBLE_DEVICES", (*visible)[i]);
     if (!o.site_config.empty()) w.env.emplace_back("PARTRAIN_SITE_CONFIG", o.site_config);
     if (o.steps > 0) w.env.emplace_back("PARTRAIN_STEPS", std::to_string(o.steps));
+    if (!o.device.empty()) w.env.emplace_back("PARTRAIN_DEVICE", o.device);
+    if (!o.trace.empty()) w.env.emplace_back("PARTRAIN_TRACE", o.trace);
+    w.env.emplace_back("PARTRAIN_MODEL_FLOPS_PER_TOKEN", fmt::format("{}", acct->model_flops_per_token));
+    w.env.emplace_back("PARTRAIN_PEAK_FLOPS_PER_RANK", fmt::format("{}", acct->peak_flops_per_rank));
     specs.push_back(std::move(w));
   }
-  struct sigaction sa {};
-  sa.sa_handler = on_stop_signal;
-  ::sigemptyset(&sa.sa_mask);
-  ::sigaction(SIGTERM, &sa, nullptr);
-  ::sigaction(SIGINT, &sa, nullptr);
+  (void)install_stop_signal();
 
   Heartbeat heartbeat(std::move(hb_store).value(), place->node, place->num_nodes,
                       o.heartbeat_interval, o.heartbeat_timeout);
-  int code = cli::kExitOk;
+  int code = kExitOk;
   for (int restart_count = 0;; ++restart_count) {
     // This attempt's keys: Slurm's restart count and the in-job restart.
     const std::string prefix = fmt::format("a{}.{}", attempt, restart_count);
@@ -313,27 +325,27 @@ int run(const AgentOptions& o) {
       Result<std::optional<store::Checkpoint>> resume = state->resume_point();
       if (!resume) {
         log::error("agent", "{}", resume.status().message());
-        return cli::exit_code_for(resume.status());
+        return exit_code_for(resume.status());
       }
       if (*resume) {
         log::info("agent", "workers resume at step {} from {}/{}", (*resume)->state.step, ckpt_root,
                   store::step_folder((*resume)->state.step));
       }
       (void)(*store)->set(prefix + "/resume", *resume ? store::encode_checkpoint(**resume) : "none");
-      Result<std::unique_ptr<comm::StoreClient>> cc = (*store)->clone();
-      if (!cc) return cli::kExitRetryable;
+      Result<std::unique_ptr<comm::RendezvousClient>> cc = (*store)->clone();
+      if (!cc) return kExitRetryable;
       committer = std::make_unique<CheckpointCommitter>(std::move(cc).value(), state.get(), prefix + "/",
                                                         place->world);
     }
     WorkerGroup group;
     if (Status s = group.spawn(worker, {o.job_path}, specs); !s) {
       log::error("agent", "{}", s.message());
-      return cli::kExitRetryable;
+      return kExitRetryable;
     }
     for (const auto& [rank, pid] : group.pids()) log::info("agent", "rank {} started: pid {} ({})", rank, pid, worker);
 
     // Supervise until every worker ended well, or anything failed.
-    code = cli::kExitOk;
+    code = kExitOk;
     Clock::time_point stop_sent{};
     bool stopping = false;
     bool restart = false;
@@ -364,15 +376,15 @@ int run(const AgentOptions& o) {
         return priority(a) < priority(b);
       });
       std::string cause;
-      int cause_code = cli::kExitOk;
+      int cause_code = kExitOk;
       for (const WorkerExit& e : ended) {
         if (!e.signaled && e.code == 0) {
           log::info("agent", "rank {} (pid {}) finished", e.rank, e.pid);
           continue;
         }
-        if (stopping && !e.signaled && e.code == cli::kExitRetryable) {
+        if (stopping && !e.signaled && e.code == kExitRetryable) {
           log::info("agent", "rank {} (pid {}) stopped at a step boundary", e.rank, e.pid);
-          code = cli::kExitRetryable;
+          code = kExitRetryable;
           continue;
         }
         const std::string what = fmt::format("rank {} (pid {}) died: {}", e.rank, e.pid, e.describe());
@@ -387,7 +399,7 @@ int run(const AgentOptions& o) {
         // A worker that was killed (or lost a peer) is replaced, with every node's group,
         // from the newest checkpoint, up to [checkpoint] max_restarts times: this agent asks
         // the others through the store (restart/N) instead of aborting the job.
-        restart = cause_code == cli::kExitRetryable && !stopping && restart_count < job->checkpoint.max_restarts;
+        restart = cause_code == kExitRetryable && !stopping && restart_count < job->checkpoint.max_restarts;
         abort_job(cause, cause_code, !restart);
         if (restart) (void)(*store)->set(restart_key, fmt::format("node {}: {}", place->node, cause));
         break;
@@ -399,24 +411,24 @@ int run(const AgentOptions& o) {
           Result<std::string> why = (*store)->get(restart_key, milliseconds(1000));
           log::warn("agent", "restart requested by {}", why ? *why : std::string("another node"));
           group.kill_all();
-          code = cli::kExitRetryable;
+          code = kExitRetryable;
           restart = true;
           break;
         }
       }
       if (group.running() == 0) break;
-      if (const int sig = g_stop_signal.exchange(0); sig != 0 && !stopping) {
+      if (const int sig = take_stop_signal(); sig != 0 && !stopping) {
         log::warn("agent", "{} received: workers stop at the next step boundary", sigabbrev_np(sig));
         group.signal_all(SIGTERM);
         stopping = true;
         stop_sent = Clock::now();
       }
       if (stopping && Clock::now() - stop_sent > o.stop_grace) {
-        abort_job("workers did not stop within the grace period", cli::kExitRetryable);
+        abort_job("workers did not stop within the grace period", kExitRetryable);
         break;
       }
       if (std::string why = heartbeat.failure(); !why.empty()) {
-        abort_job(why, cli::kExitRetryable, why.find("store stopped answering") == std::string::npos);
+        abort_job(why, kExitRetryable, why.find("store stopped answering") == std::string::npos);
         break;
       }
       std::this_thread::sleep_for(milliseconds(50));
@@ -427,14 +439,14 @@ int run(const AgentOptions& o) {
     if (place->num_nodes > 1) {
       if (Status s = (*store)->barrier(restart_key + "/agents", place->node, place->num_nodes, milliseconds(300000)); !s) {
         log::error("agent", "not every node's agent came back for the restart: {}", s.message());
-        return cli::kExitRetryable;
+        return kExitRetryable;
       }
     }
     log::warn("agent", "restarting the worker group from the newest checkpoint (restart {} of {})",
               restart_count + 1, job->checkpoint.max_restarts);
   }
   // Done: tell the coordinator, which keeps the store up until every node said so.
-  if (code == cli::kExitOk) {
+  if (code == kExitOk) {
     (void)(*store)->set(fmt::format("done/{}", place->node), "1");
     if (server) {
       std::vector<std::string> keys;
@@ -449,18 +461,18 @@ int run(const AgentOptions& o) {
 }  // namespace
 
 int run_agent(const AgentOptions& options) {
-  int code = cli::kExitFailure;
+  int code = kExitFailure;
   try {
     code = run(options);
   } catch (const std::exception& e) {
     log::error("agent", "internal error: {}", e.what());
   }
   // The code Slurm's RequeueExit= sees, said once with what it means (partraind(8)).
-  if (code == cli::kExitOk) {
+  if (code == kExitOk) {
     log::info("agent", "exit 0: done");
-  } else if (code == cli::kExitRetryable) {
+  } else if (code == kExitRetryable) {
     log::warn("agent", "exit {}: retryable; a --requeue job is requeued (RequeueExit=75)", code);
-  } else if (code == cli::kExitUsage) {
+  } else if (code == kExitUsage) {
     log::error("agent", "exit {}: configuration error; fix it and resubmit (never requeued)", code);
   } else {
     log::error("agent", "exit {}: failure", code);

@@ -2,7 +2,7 @@
 // PARTRAIN_* variables of the SPANK plugin, or --standalone --nproc N), runs the rendezvous
 // store on the coordinator node, spawns one worker per local rank, supervises them,
 // heartbeats its peers, and on any failure kills its whole worker group and exits with a
-// documented code (cli/exit_codes.h): 0 done, 2 configuration error, 75 retryable failure
+// documented code (common/exit_codes.h): 0 done, 2 configuration error, 75 retryable failure
 // (a worker died, a peer was lost, or SIGTERM stopped the job at a step boundary).
 #pragma once
 
@@ -21,6 +21,11 @@ struct AgentOptions {
   bool standalone = false;     // one local agent, no Slurm. Default: false
   int nproc = 0;               // standalone: local ranks (= world). Default: 0
   int64_t steps = 0;           // overrides [training] steps when > 0. Default: 0
+  std::string device;          // overrides [job] device ("cpu", "cuda") when set. Default: ""
+  std::string trace;           // steps every worker traces (e.g. "5-7"); "" = none. Default: ""
+  // The hardware profile MFU is counted against (a name or .toml file, as `partrain plan`
+  // takes); "" = the device's default (cpu on CPU ranks, none on GPUs). Default: ""
+  std::string hardware;
   std::string worker_path;     // the worker binary; "" = next to partraind. Default: ""
   // Heartbeat period and how long a silent peer may stay silent before the job is torn
   // down. Default: 2 s and 30 s (PARTRAIN_HEARTBEAT_TIMEOUT, in seconds, overrides).

@@ -9,7 +9,7 @@
 #include <CLI/CLI.hpp>
 
 #include "agent/agent.h"
-#include "cli/exit_codes.h"
+#include "common/exit_codes.h"
 #include "common/trace.h"
 
 #ifndef PARTRAIN_VERSION
@@ -37,8 +37,12 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--heartbeat-interval", hb_interval_s, "seconds between heartbeats (default 2)")
       ->check(CLI::PositiveNumber);
-  std::string trace_steps;
-  app.add_option("--trace", trace_steps,
+  if (const char* h = std::getenv("PARTRAIN_HARDWARE"); h != nullptr) o.hardware = h;
+  app.add_option("--hardware", o.hardware,
+                 "hardware profile for the step line's MFU (a name such as H100-SXM or a .toml file; "
+                 "default: $PARTRAIN_HARDWARE, else cpu on CPU ranks and none on GPUs)");
+  if (const char* t = std::getenv("PARTRAIN_TRACE"); t != nullptr) o.trace = t;
+  app.add_option("--trace", o.trace,
                  "trace these steps on every rank into <run_dir>/trace/rank-R.json (e.g. 5-7; "
                  "default: $PARTRAIN_TRACE)");
   try {
@@ -46,18 +50,17 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);
     std::fprintf(stderr, "partraind: %s (see partraind --help)\n", e.what());
-    return partrain::cli::kExitUsage;
+    return partrain::kExitUsage;
   }
-  if (!trace_steps.empty()) {
-    if (auto steps = partrain::trace::StepSet::parse(trace_steps); !steps) {
+  if (!o.trace.empty()) {
+    if (auto steps = partrain::trace::StepSet::parse(o.trace); !steps) {
       std::fprintf(stderr, "partraind: %s\n", steps.status().message().c_str());
-      return partrain::cli::kExitUsage;
+      return partrain::kExitUsage;
     }
-    ::setenv("PARTRAIN_TRACE", trace_steps.c_str(), 1);  // the workers read it
   }
   if (o.standalone && o.nproc < 1) {
     std::fprintf(stderr, "partraind: --standalone needs --nproc N\n");
-    return partrain::cli::kExitUsage;
+    return partrain::kExitUsage;
   }
   o.heartbeat_timeout = std::chrono::milliseconds(static_cast<int64_t>(hb_timeout_s * 1000));
   o.heartbeat_interval = std::chrono::milliseconds(static_cast<int64_t>(hb_interval_s * 1000));

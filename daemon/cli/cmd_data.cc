@@ -23,7 +23,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
-#include "cli/exit_codes.h"
+#include "common/exit_codes.h"
 #include "cli/fail.h"
 #include "common/units.h"
 #include "engine/data/dataset.h"

@@ -20,7 +20,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
-#include "cli/exit_codes.h"
+#include "common/exit_codes.h"
 #include "cli/fail.h"
 #include "cli/model_source.h"
 #include "common/units.h"

@@ -10,7 +10,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
-#include "cli/exit_codes.h"
+#include "common/exit_codes.h"
 #include "cli/fail.h"
 
 namespace partrain::cli {

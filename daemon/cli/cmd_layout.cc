@@ -14,7 +14,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/commands.h"
-#include "cli/exit_codes.h"
+#include "common/exit_codes.h"
 #include "common/units.h"
 #include "layout/cost_model.h"
 #include "layout/hostlist.h"

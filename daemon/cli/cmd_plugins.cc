@@ -8,11 +8,10 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
-#include "cli/exit_codes.h"
+#include "common/exit_codes.h"
 #include "cli/fail.h"
 #include "config/site_config.h"
-#include "plugin/loader.h"
-#include "plugin/schedule_loader.h"
+#include "plugin/list.h"
 
 namespace partrain::cli {
 namespace {
@@ -20,7 +19,7 @@ namespace {
 int list_installed(const std::string& site_path) {
   Result<config::SiteConfig> site = config::load_site_config(site_path);
   if (!site) return fail(site.status());
-  Result<std::vector<plugin::ListEntry>> list = plugin::list_all_plugins(site->plugin_dir);
+  Result<std::vector<plugin::ListEntry>> list = plugin::list_plugins(site->plugin_dir);
   if (!list) return fail(list.status());
   std::printf("plugin directory: %s\n", site->plugin_dir.c_str());
   if (list->empty()) {

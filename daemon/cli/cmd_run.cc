@@ -14,7 +14,6 @@
 // (data-parallel layouts on GPUs).
 // Both save checkpoints as [checkpoint] says and resume from the newest committed one
 // that verifies (daemon/store); on one rank this process is the coordinator.
-#include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -29,13 +28,16 @@
 #include "agent/agent.h"
 #include "agent/gpu_binding.h"
 #include "cli/commands.h"
-#include "cli/exit_codes.h"
+#include "common/exit_codes.h"
 #include "cli/fail.h"
 #include "cli/model_source.h"
 #include "common/log.h"
+#include "common/stop_signal.h"
 #include "common/trace.h"
 #include "config/job_config.h"
 #include "config/site_config.h"
+#include "config/supported.h"
+#include "layout/layout.h"
 #include "engine/model/hf_io.h"
 #include "engine/model/model.h"
 #include "engine/train/trainer.h"
@@ -93,20 +95,15 @@ Status check_single_rank(const config::JobConfig& job, const std::string& cli_sp
 
 // --nproc N: one local partraind agent (standalone) running N worker ranks.
 int run_local_agent(const RunArgs& a) {
-  // The workers read the steps to trace and the hardware profile from their environment
-  // (partraind passes it on).
-  if (!a.trace.empty()) ::setenv("PARTRAIN_TRACE", a.trace.c_str(), 1);
-  if (!a.hardware.empty()) ::setenv("PARTRAIN_HARDWARE", a.hardware.c_str(), 1);
   if (!a.init.empty() || !a.save.empty()) {
     return fail(Status::invalid("--nproc: --init and --save are not available with --nproc yet; "
                                 "run one rank for them (no --nproc)"));
   }
-  // The workers' device ([job] device): the agent and every worker read it from here.
+  // The workers' device (over [job] device): the agent passes it to every worker.
   if (!a.device.empty() && a.device != "cpu" && a.device != "cuda") {
     return fail(Status::invalid(fmt::format("--device {}: with --nproc every worker gets its own GPU; "
                                             "use --device cuda (or cpu)", a.device)));
   }
-  if (!a.device.empty()) ::setenv("PARTRAIN_DEVICE", a.device.c_str(), 1);
   // The layout against the model (heads, kv_heads, hidden, seq_len % tp, ...), by the
   // layout core, before the agent starts any worker.
   {
@@ -114,12 +111,16 @@ int run_local_agent(const RunArgs& a) {
     if (!site) return fail(site.status());
     config::Overrides ov;
     if (!a.spec.empty()) ov.spec = a.spec;
+    if (!a.device.empty()) ov.device = a.device;
     Result<config::JobConfig> job = config::resolve_job(a.job, *site, ov);
     if (!job) return fail(job.status());
     if (Status s = config::validate_layout(*job, a.nproc); !s) {
       std::fprintf(stderr, "%s\n", s.message().c_str());  // the layout core's, prefixed
       return exit_code_for(s);
     }
+    Result<Layout> layout = Layout::create(a.nproc, job->parallelism);
+    if (!layout) return fail(layout.status());
+    if (Status s = config::check_supported(*job, *layout); !s) return fail(s);
     // One GPU per worker, checked as the agent will check it, in one line.
     if (job->device == "cuda") {
       const agent::NodeGpus gpus = agent::node_gpus(std::getenv("CUDA_VISIBLE_DEVICES"));
@@ -132,11 +133,11 @@ int run_local_agent(const RunArgs& a) {
   o.standalone = true;
   o.nproc = a.nproc;
   o.steps = a.steps;
+  o.device = a.device;
+  o.trace = a.trace;
+  o.hardware = a.hardware;
   return agent::run_agent(o);
 }
-
-std::atomic<bool> g_stop{false};
-extern "C" void on_stop(int) { g_stop.store(true); }
 
 // One rank is its own coordinator: it commits its shard straight into the state store.
 class LocalCommitter final : public store::Committer {
@@ -186,12 +187,7 @@ int run_train(const RunArgs& a) {
   if (!a.trace.empty()) {
     trace::configure(*trace::StepSet::parse(a.trace), o.run_dir + "/trace/rank-0.json", 0, "rank 0");
   }
-  o.stop = &g_stop;
-  struct sigaction sa {};
-  sa.sa_handler = on_stop;
-  ::sigemptyset(&sa.sa_mask);
-  ::sigaction(SIGTERM, &sa, nullptr);
-  ::sigaction(SIGINT, &sa, nullptr);
+  o.stop = &install_stop_signal();
   // The state store: resume from the newest checkpoint that verifies, if any.
   log_restart_count();
   Result<std::unique_ptr<store::Coordinator>> coord = store::Coordinator::open(store::coordinator_options(
@@ -208,13 +204,7 @@ int run_train(const RunArgs& a) {
       log::warn("store", "--init {} is not used: the run resumes from its checkpoint of step {}", o.init_path,
                 c.state.step);
     }
-    if (Status s = store::restore_trainer(**t, (*coord)->store().root(), c); !s) return fail(s);
-    log::info("store", "resuming at step {} from {}/{} (written by {}, sample {}, epoch {})", c.state.step,
-              (*coord)->store().root(), store::step_folder(c.state.step),
-              c.state.layout.empty() ? "one rank" : c.state.layout, c.state.consumed_samples, c.state.epoch);
-    if (std::string why = store::nothing_left(c, o.train.steps, (*coord)->store().root()); !why.empty()) {
-      log::warn("store", "{}", why);
-    }
+    if (Status s = store::restore_trainer(**t, (*coord)->store().root(), c, nullptr, true); !s) return fail(s);
   }
   LocalCommitter committer(coord->get());
   store::SaverOptions so;

@@ -18,7 +18,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
-#include "cli/exit_codes.h"
+#include "common/exit_codes.h"
 #include "cli/fail.h"
 #include "config/job_config.h"
 #include "config/site_config.h"
@@ -139,8 +139,9 @@ Result<std::string> partition_text(const config::JobConfig& job, const Settings&
   Result<std::vector<pipeline::PieceCost>> pieces =
       pipeline::piece_costs(engine::model::resolved(job.model));
   if (!pieces) return pieces.status();
+  const bool own_split = static_cast<int>(job.stage_layers.size()) == s.pp * s.v;
   Result<std::vector<pipeline::StagePart>> parts =
-      pipeline::partition_stages(*pieces, s.pp * s.v);
+      pipeline::partition_stages(*pieces, s.pp * s.v, own_split ? job.stage_layers : std::vector<int>{});
   if (!parts) return parts.status().prefixed(job.path + ": ");
   return pipeline::describe_partition(*parts, s.pp);
 }
@@ -157,9 +158,9 @@ int run_schedule(const ScheduleArgs& a) {
   Result<config::SiteConfig> site = config::load_site_config(a.site);
   if (!site) return fail(site.status());
   Result<std::unique_ptr<plugin::SchedulePlugin>> plug =
-      plugin::find_schedule_plugin(site->plugin_dir, s->name);
+      plugin::SchedulePlugin::find(site->plugin_dir, s->name);
   if (!plug) return fail(plug.status());
-  Result<pipeline::Schedule> sched = (*plug)->build(s->pp, s->mb, s->v);
+  Result<pipeline::Schedule> sched = plugin::build_schedule(**plug, s->pp, s->mb, s->v);
   if (!sched) return fail(sched.status());
   if (Status ok = pipeline::check(*sched); !ok) return fail(ok);
   Result<pipeline::Timeline> t = pipeline::simulate(*sched, s->costs);

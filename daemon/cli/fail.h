@@ -5,7 +5,7 @@
 
 #include <cstdio>
 
-#include "cli/exit_codes.h"
+#include "common/exit_codes.h"
 #include "common/status.h"
 
 namespace partrain::cli {

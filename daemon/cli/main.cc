@@ -7,7 +7,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/commands.h"
-#include "cli/exit_codes.h"
+#include "common/exit_codes.h"
 
 #ifndef PARTRAIN_VERSION
 #define PARTRAIN_VERSION "unknown"
@@ -33,10 +33,10 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     std::fprintf(stderr, "partrain: %s (see partrain --help)\n", e.what());
-    return partrain::cli::kExitUsage;
+    return partrain::kExitUsage;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "partrain: internal error: %s\n", e.what());
-    return partrain::cli::kExitFailure;
+    return partrain::kExitFailure;
   }
   return result.exit_code;
 }

@@ -37,6 +37,14 @@ struct ModelOptions {
   Recompute recompute = Recompute::kNone;  // activation recompute. Default: none
 };
 
+// Whether block `layer` (0-based) is a mixture-of-experts block: every moe_every-th block
+// counting from 1 (moe_every = 2 on 6 layers: blocks 1, 3 and 5). The one rule the model,
+// the pipeline partition and the planner share.
+inline bool is_moe_layer(int moe_experts, int moe_every, int layer) {
+  return moe_experts > 0 && moe_every > 0 && (layer + 1) % moe_every == 0;
+}
+inline bool is_moe_layer(const ModelOptions& o, int layer) { return is_moe_layer(o.moe_experts, o.moe_every, layer); }
+
 // One source of a data mixture ([[data.sources]]): its shards and its share of the samples.
 struct DataSource {
   std::string name;                      // for messages and metrics. Default: "source<i>"

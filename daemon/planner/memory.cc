@@ -14,11 +14,10 @@ using engine::Recompute;
 constexpr double kI32 = 4, kF32 = 4;  // bytes of token ids and of fp32 statistics
 constexpr double kDpBucketBytes = 25.0 * (1 << 20);  // the dp plugin's default bucket_mb
 
-// MoE blocks among layers [first, first + count): those with (layer + 1) % every == 0.
+// MoE blocks among layers [first, first + count).
 int moe_layers_in(const engine::ModelOptions& o, int first, int count) {
-  if (o.moe_experts <= 0 || o.moe_every <= 0) return 0;
   int n = 0;
-  for (int l = first; l < first + count; ++l) n += (l + 1) % o.moe_every == 0 ? 1 : 0;
+  for (int l = first; l < first + count; ++l) n += engine::is_moe_layer(o, l) ? 1 : 0;
   return n;
 }
 
@@ -144,10 +143,10 @@ std::pair<int, int> stage_blocks(const ModelDims& m, const PlanLayout& l, int s)
   return {s * per, (s + 1) * per};
 }
 
-// MoE blocks among blocks [b0, b1): those with (block + 1) % moe_every == 0.
+// MoE blocks among blocks [b0, b1).
 int moe_blocks(const ModelDims& m, int b0, int b1) {
   int n = 0;
-  for (int i = b0; i < b1 && m.moe_layers > 0; ++i) n += (i + 1) % m.moe_every == 0 ? 1 : 0;
+  for (int i = b0; i < b1 && m.moe_layers > 0; ++i) n += engine::is_moe_layer(static_cast<int>(m.E), m.moe_every, i) ? 1 : 0;
   return n;
 }
 
@@ -156,7 +155,9 @@ int moe_blocks(const ModelDims& m, int b0, int b1) {
 MemoryBreakdown stage_memory(const ModelDims& m, const PlanLayout& l, const Precision& prec,
                              double fragmentation, double reserved, int stage) {
   const ParamCounts pc = count_params(m);
-  const double tp = l.tp, ep = l.ep, dp = l.dp, edp = std::max(1, l.dp / l.ep);
+  // ZeRO shards over dp x cp: the cp ranks hold the same weights and reduce their
+  // gradients with dp in one group.
+  const double tp = l.tp, ep = l.ep, dp = l.dp * l.cp, edp = std::max(1, l.dp / l.ep) * l.cp;
   const double pb = prec.param_bytes, gb = prec.grad_bytes, ab = prec.act_bytes;
   const int v = l.pp > 1 ? std::max(1, l.virtual_stages) : 1, stages = l.pp * v;
   // The rank's chunks are pipeline stages c * pp + stage (c < v), each a stage model with
@@ -264,6 +265,13 @@ MemoryBreakdown stage_memory(const ModelDims& m, const PlanLayout& l, const Prec
     // micro-batch unless it is the first.
     if (l.pp > 1 && !has_head) ws += k * N * C * ab * seq;
     if (l.pp > 1 && !has_embed) ws += l.grad_accum * N * C * ab * seq;
+    // Context parallel, once per chunk: the ring keeps two K/V blocks in flight (the one
+    // in use and the one arriving) and, in backward, their gradients; the all-gather
+    // plugin holds every rank's K and V and, in backward, their gradients.
+    if (l.cp > 1) {
+      const double kv = 2 * N * std::max(m.KV / tp, 1.0) * m.head_dim() * ab;
+      ws += l.cp_impl == "allgather" ? 2 * l.cp * kv : 4 * kv;
+    }
   }
   // A tied embedding split over the first and last stage: each receives the other's
   // gradient of it to sum them (Megatron's embedding group).
@@ -276,7 +284,7 @@ MemoryBreakdown stage_memory(const ModelDims& m, const PlanLayout& l, const Prec
   // (Sequence parallel's gathered sequence and the pipeline's transfers are in the
   // workspace above.)
   double buffers = 0;
-  if (l.dp > 1 && l.zero < 3) buffers += 2 * std::min(kDpBucketBytes, (dense + expert) * 4);
+  if (l.dp * l.cp > 1 && l.zero < 3) buffers += 2 * std::min(kDpBucketBytes, (dense + expert) * 4);
   // (ZeRO-3's gathered and prefetched blocks are the weight slots above.)
   if (l.ep > 1 && moe_s > 0) buffers += 2 * S * C * ab;  // dispatch and combine
   mb.comm_buffers = buffers;

@@ -7,7 +7,7 @@
 // Single-device, tensor-parallel and ZeRO terms follow what the engine allocates
 // (engine/model/model.cc allocate, vocab_parallel.cc tp_allocate, sharding.cc, moe.cc,
 // train/optimizer.cc) tensor by tensor, on tp rank 0 (the most vocabulary rows); the
-// pipeline terms follow the pipeline executor (worker/pipeline_parallel.cc and the
+// pipeline terms follow the pipeline executor (worker/pipeline_executor.cc and the
 // engine's stage models): a stage's contiguous blocks as pipeline/partition.h splits
 // them, embeddings on the first stage, final norm and head on the last (a tied embedding
 // on both), one activation slot per micro-batch the schedule keeps in flight on each chunk
@@ -60,6 +60,9 @@ struct PlanLayout {
   int tp = 1, pp = 1, dp = 1, ep = 1, cp = 1, zero = 0, virtual_stages = 1;
   bool sp = false;
   std::string sched = "1f1b";
+  // The context plugin exchanging keys and values over cp: "ring" (blocks passed around
+  // the cp group) or "allgather" (every rank gathers all of them).
+  std::string cp_impl = "ring";
   int micro_batch = 1;  // sequences per micro-batch per rank
   int grad_accum = 1;   // micro-batches per step, the pipeline's m
   // Block boundaries of the pp * v pipeline stages: stage s holds blocks

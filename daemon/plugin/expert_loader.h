@@ -1,48 +1,29 @@
-// The expert-parallel side of the plugin loader: opens plugins that export the
-// partrain_expert_v<N> struct of include/partrain/expert.h, with the refusals every family
-// shares (versioned_library.h: unsafe permissions before dlopen, no supported symbol, an
-// abi_version that disagrees, a file named differently from the plugin it holds).
+// The expert-parallel family: plugins that export partrain_expert_v<N>
+// (include/partrain/expert.h), opened as every family is (family_plugin.h).
+//   plugin::ExpertPlugin::find(plugin_dir, "ep")
 #pragma once
 
-#include <memory>
-#include <string>
-
-#include "common/status.h"
 #include "partrain/expert.h"
-#include "plugin/loader.h"
+#include "plugin/family_plugin.h"
 
 namespace partrain::plugin {
 
-inline constexpr int kExpertAbiVersion = PARTRAIN_EXPERT_ABI_VERSION;
-inline constexpr int kOldestExpertAbiVersion = 1;
-
-class ExpertPlugin {
- public:
-  ~ExpertPlugin();
-  ExpertPlugin(const ExpertPlugin&) = delete;
-  ExpertPlugin& operator=(const ExpertPlugin&) = delete;
-
-  const PluginInfo& info() const { return info_; }  // family "expert"
-  const partrain_expert_v1_t* api() const { return api_; }
-
-  struct Lib;  // Boost.DLL's shared_library, kept out of this header
-
- private:
-  friend Result<std::unique_ptr<ExpertPlugin>> open_expert_plugin(const std::string& path,
-                                                                  bool* exports_expert);
-  ExpertPlugin() = default;
-  std::unique_ptr<Lib> lib_;
-  const partrain_expert_v1_t* api_ = nullptr;
-  PluginInfo info_;
+struct ExpertFamily {
+  using Table = partrain_expert_v1_t;
+  static constexpr int kFamily = PARTRAIN_FAMILY_EXPERT;
+  static constexpr const char* kLabel = "expert plugin";
+  static FamilyAbi abi() {
+    return {"expert", "partrain_expert_v", 1, PARTRAIN_EXPERT_ABI_VERSION,
+            "PARTRAIN_EXPERT_PLUGIN from <partrain/expert_sdk.h>"};
+  }
+  static const char* missing(const Table& t) {
+    const bool ok = t.name != nullptr && t.version != nullptr && t.init != nullptr && t.all_to_all != nullptr &&
+                    t.reduce != nullptr && t.reduce_expert_grads != nullptr && t.finalize != nullptr;
+    return ok ? nullptr : "name, version, init, all_to_all, reduce, reduce_expert_grads or finalize";
+  }
+  static uint64_t capabilities(const Table& t) { return t.capabilities; }
 };
 
-// Checks the file and its directory, opens it and finds the newest supported
-// partrain_expert_v<N>. *exports_expert (when not null) says whether it exports any.
-Result<std::unique_ptr<ExpertPlugin>> open_expert_plugin(const std::string& path,
-                                                         bool* exports_expert);
-
-// Loads <dir>/<name>.so as an expert plugin and checks that it calls itself `name`.
-Result<std::unique_ptr<ExpertPlugin>> find_expert_plugin(const std::string& dir,
-                                                         const std::string& name);
+using ExpertPlugin = FamilyPlugin<ExpertFamily>;
 
 }  // namespace partrain::plugin

@@ -1,60 +1,36 @@
-// The pipeline-schedule side of the plugin loader: opens plugins that export the
-// partrain_schedule_v<N> struct of include/partrain/schedule.h (the pipeline family has
-// its own ABI, apart from the data family's partrain_strategy_v<N>), with the same
-// refusals as loader.h: unsafe file or directory permissions (checked before dlopen, by
-// loader.h's check_owner_and_mode), no supported symbol, an abi_version that disagrees,
-// or a file named differently from the schedule it holds.
+// The pipeline-schedule family: plugins that export partrain_schedule_v<N>
+// (include/partrain/schedule.h), opened as every family is (family_plugin.h), and the
+// action lists they build.
+//   auto p = plugin::SchedulePlugin::find(plugin_dir, "1f1b");
+//   Result<pipeline::Schedule> s = plugin::build_schedule(**p, pp, m, v);
 #pragma once
-
-#include <memory>
-#include <string>
-#include <vector>
 
 #include "common/status.h"
 #include "partrain/schedule.h"
 #include "pipeline/schedule.h"
-#include "plugin/loader.h"
+#include "plugin/family_plugin.h"
 
 namespace partrain::plugin {
 
-inline constexpr int kScheduleAbiVersion = PARTRAIN_SCHEDULE_ABI_VERSION;
-inline constexpr int kOldestScheduleAbiVersion = 1;
-
-class SchedulePlugin {
- public:
-  ~SchedulePlugin();
-  SchedulePlugin(const SchedulePlugin&) = delete;
-  SchedulePlugin& operator=(const SchedulePlugin&) = delete;
-
-  const PluginInfo& info() const { return info_; }  // family "pipeline"
-  // Every rank's action list from the plugin, unchecked (pipeline::check is the caller's
-  // next step). Invalid with the plugin's message when it refuses (pp, m, v).
-  Result<pipeline::Schedule> build(int pp, int m, int v) const;
-
-  struct Lib;  // Boost.DLL's shared_library, kept out of this header
-
- private:
-  friend Result<std::unique_ptr<SchedulePlugin>> open_schedule_plugin(const std::string& path,
-                                                                      bool* exports_schedule);
-  SchedulePlugin() = default;
-  std::unique_ptr<Lib> lib_;
-  const partrain_schedule_v1_t* api_ = nullptr;
-  PluginInfo info_;
+struct ScheduleFamily {
+  using Table = partrain_schedule_v1_t;
+  static constexpr int kFamily = PARTRAIN_FAMILY_PIPELINE;
+  static constexpr const char* kLabel = "schedule";
+  static FamilyAbi abi() {
+    return {"schedule", "partrain_schedule_v", 1, PARTRAIN_SCHEDULE_ABI_VERSION,
+            "PARTRAIN_SCHEDULE_PLUGIN from <partrain/schedule_sdk.h>"};
+  }
+  static const char* missing(const Table& t) {
+    const bool ok = t.name != nullptr && t.version != nullptr && t.build != nullptr;
+    return ok ? nullptr : "name, version or build";
+  }
+  static uint64_t capabilities(const Table&) { return 0; }
 };
 
-// Checks the file and its directory, opens it and finds the newest supported
-// partrain_schedule_v<N>. *exports_schedule (when not null) says whether the library
-// exports any partrain_schedule_v* symbol at all, supported or not.
-Result<std::unique_ptr<SchedulePlugin>> open_schedule_plugin(const std::string& path,
-                                                             bool* exports_schedule);
-Result<std::unique_ptr<SchedulePlugin>> load_schedule_plugin(const std::string& path);
+using SchedulePlugin = FamilyPlugin<ScheduleFamily>;
 
-// Loads <dir>/<name>.so as a schedule plugin and checks that it calls itself `name`.
-Result<std::unique_ptr<SchedulePlugin>> find_schedule_plugin(const std::string& dir,
-                                                             const std::string& name);
-
-// list_plugins (loader.h) with the schedule, tensor and expert plugins among them described
-// (family "pipeline", "tensor", "expert") instead of refused for lacking partrain_strategy_v1.
-Result<std::vector<ListEntry>> list_all_plugins(const std::string& dir);
+// Every rank's action list from the plugin, unchecked (pipeline::check is the caller's next
+// step). Invalid with the plugin's message when it refuses (pp, m, v).
+Result<pipeline::Schedule> build_schedule(const SchedulePlugin& plugin, int pp, int m, int v);
 
 }  // namespace partrain::plugin

@@ -40,30 +40,17 @@ engine::Tensor flat_of(engine::model::Model& model, train::AdamW& opt, Role role
   }
   return {};
 }
-engine::Tensor flat_of(train::Trainer& t, Role role) { return flat_of(t.model(), t.optimizer(), role); }
 
-// Views of `specs` into the trainer's flat buffers.
-std::vector<PieceView> views_of(train::Trainer& t, const std::vector<PieceSpec>& specs) {
-  const engine::model::ParamTable& table = t.model().table();
+// Views of `specs` into the part's flat buffers.
+std::vector<PieceView> views_of(engine::model::Model& model, train::AdamW& opt, const std::vector<PieceSpec>& specs) {
+  const engine::model::ParamTable& table = model.table();
   std::vector<PieceView> out;
   for (const PieceSpec& p : specs) {
     const int64_t at = table.specs()[static_cast<size_t>(table.find(p.tensor))].offset + p.begin;
-    out.push_back({p, flat_of(t, p.role).slice(at, engine::Shape{p.end - p.begin})});
+    out.push_back({p, flat_of(model, opt, p.role).slice(at, engine::Shape{p.end - p.begin})});
   }
   return out;
 }
-
-}  // namespace
-
-std::vector<PieceView> ReplicatedDpLayout::save_views(train::Trainer& trainer) {
-  return views_of(trainer, dp_slice_pieces(logical_tensors(trainer.model().table()), dp_, dp_rank_));
-}
-
-std::vector<PieceView> ReplicatedDpLayout::restore_views(train::Trainer& trainer) {
-  return views_of(trainer, dp_slice_pieces(logical_tensors(trainer.model().table()), 1, 0));
-}
-
-namespace {
 
 // The logical pieces of flat range [lo, hi) of `role`, viewing `flat` (a tensor holding the
 // flat buffer's elements from `base` on: the whole buffer, or a ZeRO shard). Tensors held
@@ -78,35 +65,9 @@ void append_range_views(const engine::model::ParamTable& table, Role role, const
   }
 }
 
-}  // namespace
-
-std::vector<PieceView> ZeroStateLayout::save_views(train::Trainer& trainer) {
-  const engine::model::Model& m = trainer.model();
-  const int64_t begin = m.shard().begin, end = m.shard().end;
-  const bool replicated = tp_rank_ == 0;
-  std::vector<PieceView> out;
-  append_range_views(m.table(), Role::kWeight, m.shard_params(), begin, begin, end, replicated, &out);
-  append_range_views(m.table(), Role::kAdamM, trainer.optimizer().exp_avg(), begin, begin, end, replicated, &out);
-  append_range_views(m.table(), Role::kAdamV, trainer.optimizer().exp_avg_sq(), begin, begin, end, replicated,
-                     &out);
-  return out;
-}
-
-std::vector<PieceView> ZeroStateLayout::restore_views(train::Trainer& trainer) {
-  const engine::model::Model& m = trainer.model();
-  const int64_t begin = m.shard().begin, end = m.shard().end;
-  std::vector<PieceView> out;
-  if (stage_ >= 3) {
-    append_range_views(m.table(), Role::kWeight, m.shard_params(), begin, begin, end, true, &out);
-  } else {  // the replicated weights, whole (shard_params() is a view into them)
-    append_range_views(m.table(), Role::kWeight, m.params(), 0, 0, m.num_params(), true, &out);
-  }
-  append_range_views(m.table(), Role::kAdamM, trainer.optimizer().exp_avg(), begin, begin, end, true, &out);
-  append_range_views(m.table(), Role::kAdamV, trainer.optimizer().exp_avg_sq(), begin, begin, end, true, &out);
-  return out;
-}
-
-std::vector<PieceView> model_views(engine::model::Model& model, train::AdamW& opt, int64_t lo, int64_t hi,
+// The logical pieces the flat range [lo, hi) of the part's buffers holds, for every role
+// (the weights, fp32 master where kept, and the two moments).
+std::vector<PieceView> range_views(engine::model::Model& model, train::AdamW& opt, int64_t lo, int64_t hi,
                                    bool replicated) {
   std::vector<PieceView> out;
   for (Role role : kAllRoles) {
@@ -115,65 +76,122 @@ std::vector<PieceView> model_views(engine::model::Model& model, train::AdamW& op
   return out;
 }
 
-std::vector<PieceView> TensorParallelLayout::save_views(train::Trainer& trainer) {
-  const int64_t n = trainer.model().num_params();
-  return model_views(trainer.model(), trainer.optimizer(), n * dp_rank_ / dp_, n * (dp_rank_ + 1) / dp_,
-                     tp_rank_ == 0);
+// Everything the part holds, for a restore.
+std::vector<PieceView> all_views(engine::model::Model& model, train::AdamW& opt) {
+  return views_of(model, opt, dp_slice_pieces(logical_tensors(model.table()), 1, 0));
 }
 
-std::vector<PieceView> TensorParallelLayout::restore_views(train::Trainer& trainer) {
-  return model_views(trainer.model(), trainer.optimizer(), 0, trainer.model().num_params(), true);
+}  // namespace
+
+std::vector<PieceView> StateLayout::save_views(train::Trainer& trainer) {
+  std::vector<PieceView> out;
+  for (train::ModelPart& part : trainer.parts()) {
+    const bool tied_copy = part.model->holds_tied_head_copy();
+    for (PieceView& v : save_part(*part.model, *part.opt)) {
+      if (tied_copy && v.spec.tensor == part.model->tied_embedding_name()) continue;  // the first stage writes it
+      out.push_back(std::move(v));
+    }
+  }
+  return out;
 }
 
-std::vector<PieceView> ExpertParallelLayout::save_views(train::Trainer& trainer) {
-  const engine::model::ParamTable& table = trainer.model().table();
+std::vector<PieceView> StateLayout::restore_views(train::Trainer& trainer) {
+  std::vector<PieceView> out;
+  for (train::ModelPart& part : trainer.parts()) {
+    for (PieceView& v : restore_part(*part.model, *part.opt)) out.push_back(std::move(v));
+  }
+  return out;
+}
+
+std::vector<PieceView> ReplicatedDpLayout::save_part(engine::model::Model& model, train::AdamW& opt) {
+  return views_of(model, opt, dp_slice_pieces(logical_tensors(model.table()), dp_, dp_rank_));
+}
+
+std::vector<PieceView> ReplicatedDpLayout::restore_part(engine::model::Model& model, train::AdamW& opt) {
+  return all_views(model, opt);
+}
+
+std::vector<PieceView> ZeroStateLayout::save_part(engine::model::Model& m, train::AdamW& opt) {
+  const int64_t begin = m.shard().begin, end = m.shard().end;
+  const bool replicated = tp_rank_ == 0;
+  std::vector<PieceView> out;
+  append_range_views(m.table(), Role::kWeight, m.shard_params(), begin, begin, end, replicated, &out);
+  append_range_views(m.table(), Role::kAdamM, opt.exp_avg(), begin, begin, end, replicated, &out);
+  append_range_views(m.table(), Role::kAdamV, opt.exp_avg_sq(), begin, begin, end, replicated, &out);
+  return out;
+}
+
+std::vector<PieceView> ZeroStateLayout::restore_part(engine::model::Model& m, train::AdamW& opt) {
+  const int64_t begin = m.shard().begin, end = m.shard().end;
+  std::vector<PieceView> out;
+  if (stage_ >= 3) {
+    append_range_views(m.table(), Role::kWeight, m.shard_params(), begin, begin, end, true, &out);
+  } else {  // the replicated weights, whole (shard_params() is a view into them)
+    append_range_views(m.table(), Role::kWeight, m.params(), 0, 0, m.num_params(), true, &out);
+  }
+  append_range_views(m.table(), Role::kAdamM, opt.exp_avg(), begin, begin, end, true, &out);
+  append_range_views(m.table(), Role::kAdamV, opt.exp_avg_sq(), begin, begin, end, true, &out);
+  return out;
+}
+
+std::vector<PieceView> FlatSliceLayout::save_part(engine::model::Model& model, train::AdamW& opt) {
+  const int64_t n = model.num_params();
+  return range_views(model, opt, n * dp_rank_ / dp_, n * (dp_rank_ + 1) / dp_, tp_rank_ == 0);
+}
+
+std::vector<PieceView> FlatSliceLayout::restore_part(engine::model::Model& model, train::AdamW& opt) {
+  return range_views(model, opt, 0, model.num_params(), true);
+}
+
+std::vector<PieceView> ExpertParallelLayout::save_part(engine::model::Model& model, train::AdamW& opt) {
+  const engine::model::ParamTable& table = model.table();
   std::vector<LogicalTensor> replicated, experts;
   const std::vector<LogicalTensor> all = logical_tensors(table);
   for (size_t i = 0; i < all.size(); ++i) (table.specs()[i].expert ? experts : replicated).push_back(all[i]);
   std::vector<PieceSpec> pieces = dp_slice_pieces(replicated, dp_, dp_rank_);
   for (PieceSpec& p : dp_slice_pieces(experts, expert_dp_, expert_dp_rank_)) pieces.push_back(std::move(p));
-  return views_of(trainer, pieces);
+  return views_of(model, opt, pieces);
 }
 
-std::vector<PieceView> ExpertParallelLayout::restore_views(train::Trainer& trainer) {
-  return views_of(trainer, dp_slice_pieces(logical_tensors(trainer.model().table()), 1, 0));
+std::vector<PieceView> ExpertParallelLayout::restore_part(engine::model::Model& model, train::AdamW& opt) {
+  return all_views(model, opt);
 }
 
-Status restore_views(engine::Backend& backend, const std::string& root, const Checkpoint& c,
-                     const std::vector<PieceView>& views) {
-  std::vector<float> host;
-  for (const PieceView& v : views) {
-    host.resize(static_cast<size_t>(v.spec.end - v.spec.begin));
-    PARTRAIN_RETURN_IF_ERROR(read_range(root, c, v.spec.tensor, v.spec.role, v.spec.begin, v.spec.end, host.data()));
-    backend.to_device(v.tensor, host.data());
-  }
-  return Status::ok();
-}
-
-std::string nothing_left(const Checkpoint& c, int64_t steps, const std::string& root) {
-  if (c.state.step < steps) return "";
-  return fmt::format("the checkpoint of step {} already reaches [training] steps = {}: nothing to train; "
-                     "give --steps N above {} to train on, or remove {} to start over", c.state.step, steps,
-                     c.state.step, root);
-}
-
-Status restore_trainer(train::Trainer& trainer, const std::string& root, const Checkpoint& c, StateLayout* layout) {
+Status restore_trainer(train::Trainer& trainer, const std::string& root, const Checkpoint& c, StateLayout* layout,
+                       bool announce) {
   ReplicatedDpLayout replicated(1, 0);
   StateLayout* l = layout != nullptr ? layout : &replicated;
-  PARTRAIN_RETURN_IF_ERROR(restore_views(trainer.model().backend(), root, c, l->restore_views(trainer)));
-  engine::Backend& be = trainer.model().backend();
-  be.synchronize();
-  const engine::Tensor& master = trainer.optimizer().master();
-  if (!master.empty() && master.numel() == trainer.model().params().numel()) {
-    // The fp32 master weights came back: the device's bf16 weights are their rounding.
-    std::vector<float> host(static_cast<size_t>(master.numel()));
-    be.to_host(host.data(), master);
-    be.to_device(trainer.model().params(), host.data());
-  } else {
-    trainer.optimizer().reload_master();
+  engine::Backend& be = trainer.backend();
+  std::vector<float> host;
+  for (const PieceView& v : l->restore_views(trainer)) {
+    host.resize(static_cast<size_t>(v.spec.end - v.spec.begin));
+    PARTRAIN_RETURN_IF_ERROR(read_range(root, c, v.spec.tensor, v.spec.role, v.spec.begin, v.spec.end, host.data()));
+    be.to_device(v.tensor, host.data());
   }
-  trainer.optimizer().set_steps_taken(c.state.adam_steps);
+  be.synchronize();
+  for (train::ModelPart& part : trainer.parts()) {
+    const engine::Tensor& master = part.opt->master();
+    if (!master.empty() && master.numel() == part.model->params().numel()) {
+      // The fp32 master weights came back: the device's bf16 weights are their rounding.
+      host.resize(static_cast<size_t>(master.numel()));
+      be.to_host(host.data(), master);
+      be.to_device(part.model->params(), host.data());
+    } else {
+      part.opt->reload_master();
+    }
+    part.opt->set_steps_taken(c.state.adam_steps);
+  }
   trainer.set_progress(c.state.step, c.state.tokens);
+  if (announce) {
+    log::info("store", "resuming at step {} from {}/{} (written by {}, sample {}, epoch {})", c.state.step, root,
+              step_folder(c.state.step), c.state.layout.empty() ? "one rank" : c.state.layout,
+              c.state.consumed_samples, c.state.epoch);
+    if (c.state.step >= trainer.options().train.steps) {
+      log::warn("store", "the checkpoint of step {} already reaches [training] steps = {}: nothing to train; "
+                "give --steps N above {} to train on, or remove {} to start over", c.state.step,
+                trainer.options().train.steps, c.state.step, root);
+    }
+  }
   return Status::ok();
 }
 
@@ -215,21 +233,11 @@ Status CheckpointSaver::write_and_commit(const Snapshot& s) {
 }
 
 Status CheckpointSaver::after_step(train::Trainer& trainer, bool final, train::StepMetrics* m) {
-  SaveProgress p;
-  p.step = trainer.steps_done();
-  p.tokens = trainer.tokens();
-  p.adam_steps = trainer.optimizer().steps_taken();
-  p.num_windows = trainer.num_windows();
   ReplicatedDpLayout replicated(o_.dp, o_.dp_rank);
   StateLayout* layout = o_.layout != nullptr ? o_.layout : &replicated;
-  return save(p, trainer.options().train, trainer.model().backend(),
-              [&] { return layout->save_views(trainer); }, final, m);
-}
-
-Status CheckpointSaver::save(const SaveProgress& progress, const engine::TrainOptions& tr, engine::Backend& be,
-                             const std::function<std::vector<PieceView>()>& views, bool final,
-                             train::StepMetrics* m) {
-  const int64_t step = progress.step;
+  const engine::TrainOptions& tr = trainer.options().train;
+  engine::Backend& be = trainer.backend();
+  const int64_t step = trainer.steps_done();
   crash_point("after_step", step, o_.rank);
   const bool due = final || (o_.every > 0 && step % o_.every == 0);
   if (!due) return Status::ok();
@@ -245,17 +253,17 @@ Status CheckpointSaver::save(const SaveProgress& progress, const engine::TrainOp
   TrainState& st = snap->state;
   st.step = step;
   st.consumed_samples = static_cast<uint64_t>(step) * static_cast<uint64_t>(tr.global_batch);
-  st.epoch = st.consumed_samples / std::max<uint64_t>(1, progress.num_windows);
+  st.epoch = st.consumed_samples / std::max<uint64_t>(1, trainer.num_windows());
   st.seed = tr.seed;
-  st.adam_steps = progress.adam_steps;
+  st.adam_steps = trainer.optimizer().steps_taken();
   st.lr_step = step;
   st.loss_scale = 1.0;
-  st.tokens = progress.tokens;
+  st.tokens = trainer.tokens();
   st.layout = o_.layout_name;
   st.world = o_.world;
   {
     trace::Span span("checkpoint copy to host", trace::Lane::kIo);
-    for (const PieceView& v : views()) {
+    for (const PieceView& v : layout->save_views(trainer)) {
       std::vector<float> data(static_cast<size_t>(v.spec.end - v.spec.begin));
       be.to_host(data.data(), v.tensor);
       snap->bytes += data.size() * sizeof(float);

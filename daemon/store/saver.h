@@ -39,23 +39,31 @@ struct PieceView {
 };
 
 // Which pieces a rank writes at a save and which it fills at a restore: the interface a
-// sharding strategy implements. Plain dp (ReplicatedDpLayout) holds everything on every
-// rank, writes the dp_rank-th 1/dp slice of each tensor and reads everything back; a ZeRO
-// rank writes and reads the flat ranges of the moments it owns and whatever weights it
-// holds; a tp rank its shards of each tensor; a tp x ZeRO rank the logical pieces of its
-// ZeRO shard.
+// sharding strategy implements, part by part of the trainer (the whole model, or each
+// pipeline stage it holds; a tied head's copy of the embedding is left to the first stage).
+// Plain dp (ReplicatedDpLayout) holds everything on every rank, writes the dp_rank-th 1/dp
+// slice of each tensor and reads everything back; a ZeRO rank writes and reads the flat
+// ranges of the moments it owns and whatever weights it holds; a tp or pipeline rank the
+// dp_rank-th slice of its flat buffers as logical pieces; a tp x ZeRO rank the logical pieces
+// of its ZeRO shard.
 class StateLayout {
  public:
   virtual ~StateLayout() = default;
-  virtual std::vector<PieceView> save_views(engine::train::Trainer& trainer) = 0;
-  virtual std::vector<PieceView> restore_views(engine::train::Trainer& trainer) = 0;
+  std::vector<PieceView> save_views(engine::train::Trainer& trainer);
+  std::vector<PieceView> restore_views(engine::train::Trainer& trainer);
+
+ protected:
+  virtual std::vector<PieceView> save_part(engine::model::Model& model, engine::train::AdamW& opt) = 0;
+  virtual std::vector<PieceView> restore_part(engine::model::Model& model, engine::train::AdamW& opt) = 0;
 };
 
 class ReplicatedDpLayout final : public StateLayout {
  public:
   ReplicatedDpLayout(int dp, int dp_rank) : dp_(dp), dp_rank_(dp_rank) {}
-  std::vector<PieceView> save_views(engine::train::Trainer& trainer) override;
-  std::vector<PieceView> restore_views(engine::train::Trainer& trainer) override;
+
+ protected:
+  std::vector<PieceView> save_part(engine::model::Model& model, engine::train::AdamW& opt) override;
+  std::vector<PieceView> restore_part(engine::model::Model& model, engine::train::AdamW& opt) override;
 
  private:
   int dp_, dp_rank_;
@@ -72,29 +80,34 @@ class ReplicatedDpLayout final : public StateLayout {
 class ZeroStateLayout final : public StateLayout {
  public:
   explicit ZeroStateLayout(int stage, int tp_rank = 0) : stage_(stage), tp_rank_(tp_rank) {}
-  std::vector<PieceView> save_views(engine::train::Trainer& trainer) override;
-  std::vector<PieceView> restore_views(engine::train::Trainer& trainer) override;
+
+ protected:
+  std::vector<PieceView> save_part(engine::model::Model& model, engine::train::AdamW& opt) override;
+  std::vector<PieceView> restore_part(engine::model::Model& model, engine::train::AdamW& opt) override;
 
  private:
   int stage_, tp_rank_;
 };
 
-// A tensor-parallel rank (tp > 1, no ZeRO; with ZeRO see ZeroStateLayout): its tensors are pieces of the logical tensors
-// (engine/model/params.h ParamSpec::pieces). dp rank d of each tp coordinate writes the
-// d-th 1/dp slice of the rank's flat buffer, as logical ranges; tensors every tp rank holds
-// whole (norms, row-parallel biases, positions) only tp rank 0 writes. A restore reads every
-// local piece back, from pieces of any layout.
-class TensorParallelLayout final : public StateLayout {
+// A tensor-parallel or pipeline rank (no ZeRO; with ZeRO see ZeroStateLayout): its tensors
+// are pieces of the logical tensors (engine/model/params.h ParamSpec::pieces), or a stage's
+// whole tensors. dp rank d of each tp coordinate and stage writes the d-th 1/dp slice of each
+// part's flat buffer, as logical ranges; tensors every tp rank holds whole (norms,
+// row-parallel biases, positions) only tp rank 0 writes. A restore reads every local piece
+// back, from pieces of any layout.
+class FlatSliceLayout final : public StateLayout {
  public:
-  TensorParallelLayout(int tp_rank, int dp, int dp_rank) : tp_rank_(tp_rank), dp_(dp), dp_rank_(dp_rank) {}
-  std::vector<PieceView> save_views(engine::train::Trainer& trainer) override;
-  std::vector<PieceView> restore_views(engine::train::Trainer& trainer) override;
+  FlatSliceLayout(int tp_rank, int dp, int dp_rank) : tp_rank_(tp_rank), dp_(dp), dp_rank_(dp_rank) {}
+
+ protected:
+  std::vector<PieceView> save_part(engine::model::Model& model, engine::train::AdamW& opt) override;
+  std::vector<PieceView> restore_part(engine::model::Model& model, engine::train::AdamW& opt) override;
 
  private:
   int tp_rank_, dp_, dp_rank_;
 };
 
-// An expert-parallel rank (ep > 1, no ZeRO, no tp): it holds the replicated tensors whole and
+// An expert-parallel rank (ep > 1, no ZeRO, no tp; inside pipeline stages too): it holds the replicated tensors whole and
 // only its ep shard's experts (engine/model/expert_parallel.h), under their logical names.
 // dp rank d writes the d-th 1/dp slice of every replicated tensor; of its experts, the
 // expert-data-parallel rank e writes the e-th 1/expert_dp slice (the ranks holding the same
@@ -103,32 +116,21 @@ class ExpertParallelLayout final : public StateLayout {
  public:
   ExpertParallelLayout(int dp, int dp_rank, int expert_dp, int expert_dp_rank)
       : dp_(dp), dp_rank_(dp_rank), expert_dp_(expert_dp), expert_dp_rank_(expert_dp_rank) {}
-  std::vector<PieceView> save_views(engine::train::Trainer& trainer) override;
-  std::vector<PieceView> restore_views(engine::train::Trainer& trainer) override;
+
+ protected:
+  std::vector<PieceView> save_part(engine::model::Model& model, engine::train::AdamW& opt) override;
+  std::vector<PieceView> restore_part(engine::model::Model& model, engine::train::AdamW& opt) override;
 
  private:
   int dp_, dp_rank_, expert_dp_, expert_dp_rank_;
 };
-// The logical pieces the flat range [lo, hi) of `model`'s buffers holds, for every role
-// (the weights, fp32 master where kept, and `opt`'s two moments); tensors held whole on
-// every tp rank are left out unless `replicated`. TensorParallelLayout's views, and the
-// pipeline executor's for each stage model.
-std::vector<PieceView> model_views(engine::model::Model& model, engine::train::AdamW& opt, int64_t lo,
-                                   int64_t hi, bool replicated);
-
-// Fills every view from the checkpoint's pieces (of any layout: each range is read from
-// whichever pieces overlap it, every piece read is verified).
-Status restore_views(engine::Backend& backend, const std::string& root, const Checkpoint& c,
-                     const std::vector<PieceView>& views);
-
-// A log line for a resume that has nothing left to train (the checkpoint's step reaches
-// `steps`), or "" when there is.
-std::string nothing_left(const Checkpoint& c, int64_t steps, const std::string& root);
-
-// Restores `layout`'s views (plain dp when null: all weights and both Adam moments), then
-// AdamW's step count and the step counters, from `c`.
+// Restores `layout`'s views (plain dp when null: all weights and both Adam moments) from the
+// checkpoint's pieces (of any layout: each range is read from whichever pieces overlap it,
+// every piece read is verified), then every part's AdamW step count and the trainer's step
+// counters. `announce` (one rank of the job) logs where the run resumes, and warns when the
+// checkpoint already reaches [training] steps.
 Status restore_trainer(engine::train::Trainer& trainer, const std::string& root, const Checkpoint& c,
-                       StateLayout* layout = nullptr);
+                       StateLayout* layout, bool announce);
 
 // Tells the coordinator that this rank's shard of step `step` is durable and waits until
 // the checkpoint is committed. The same for every rank; `state` matters from rank 0.
@@ -149,24 +151,14 @@ struct SaverOptions {
   bool async = false;      // write and commit on a background thread. Default: false
 };
 
-// Where a training loop stands after a step, as a checkpoint records it.
-struct SaveProgress {
-  int64_t step = 0;          // optimizer steps done
-  int64_t tokens = 0;        // tokens trained on
-  int64_t adam_steps = 0;    // AdamW's bias-correction step count
-  uint64_t num_windows = 1;  // the dataset's sequences (for the epoch)
-};
-
 class CheckpointSaver final : public engine::train::SaveHook {
  public:
   CheckpointSaver(SaverOptions options, Committer* committer);
   ~CheckpointSaver() override;  // waits for a save in flight
 
+  // Saves when due (every N steps, and the final step): this rank's pieces (the layout's
+  // save views) copied to host memory, then written and committed.
   Status after_step(engine::train::Trainer& trainer, bool final, engine::train::StepMetrics* m) override;
-  // The same for a loop without a Trainer (the pipeline executor): saves when due, this
-  // rank's pieces from `views` (called only then) on `backend`.
-  Status save(const SaveProgress& progress, const engine::TrainOptions& train, engine::Backend& backend,
-              const std::function<std::vector<PieceView>()>& views, bool final, engine::train::StepMetrics* m);
   // Waits for the save in flight, if any; its status.
   Status wait();
 

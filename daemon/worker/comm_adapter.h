@@ -1,4 +1,4 @@
-// The host side of partrain_comm_v1_t and partrain_comm_v2_t (include/partrain/plugin.h) and
+// The host side of partrain_comm_v1_t and partrain_comm_v2_t (include/partrain/abi.h) and
 // of partrain_alltoall_v1_t (include/partrain/expert.h): a layout group's
 // Communicator offered to plugins through the C ABI. Work handles cross the boundary as
 // opaque pointers; failures come back as PARTRAIN_EUNAVAIL plus the Status message.
@@ -6,7 +6,7 @@
 
 #include "comm/communicator.h"
 #include "partrain/expert.h"
-#include "partrain/plugin.h"
+#include "partrain/abi.h"
 
 namespace partrain::worker {
 

@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "partrain/plugin.h"
+#include "partrain/data.h"
 #ifdef PARTRAIN_HAVE_NCCL
 #include "comm/nccl/nccl_communicator.h"
 #endif
@@ -18,7 +18,7 @@ namespace partrain::worker {
 bool buffers_on_device(const comm::Communicator& c) { return std::strcmp(c.backend(), "nccl") == 0; }
 
 Result<std::unique_ptr<comm::Communicator>> make_group_communicator(const comm::GroupSpec& spec,
-                                                                    comm::StoreClient& store,
+                                                                    comm::RendezvousClient& store,
                                                                     const std::string& device,
                                                                     const comm::GlooOptions& gloo) {
   if (device != "cuda") return comm::create_gloo_communicator(spec, store, gloo);

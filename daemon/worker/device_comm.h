@@ -17,7 +17,7 @@
 
 #include "comm/communicator.h"
 #include "comm/gloo/gloo_communicator.h"
-#include "comm/store/store_client.h"
+#include "comm/rendezvous/client.h"
 #include "common/status.h"
 #include "engine/backend.h"
 
@@ -29,7 +29,7 @@ bool buffers_on_device(const comm::Communicator& c);
 // The communicator of one layout group for `device` ("cpu": Gloo with `gloo`; "cuda": NCCL
 // on this process's device 0). invalid, with the fix, where this build has no NCCL.
 Result<std::unique_ptr<comm::Communicator>> make_group_communicator(const comm::GroupSpec& spec,
-                                                                    comm::StoreClient& store,
+                                                                    comm::RendezvousClient& store,
                                                                     const std::string& device,
                                                                     const comm::GlooOptions& gloo);
 

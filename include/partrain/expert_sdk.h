@@ -22,7 +22,7 @@
 #include <cstddef>
 
 #include "partrain/expert.h"
-#include "partrain/plugin_sdk.h" /* sdk::Error, detail::guarded, the collectives */
+#include "partrain/sdk.h" /* sdk::Error, detail::guarded, the collectives */
 
 namespace partrain::sdk {
 

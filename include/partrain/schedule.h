@@ -33,7 +33,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "partrain/plugin.h" /* PARTRAIN_OK, PARTRAIN_E* */
+#include "partrain/abi.h" /* PARTRAIN_OK, PARTRAIN_E* */
 
 #ifdef __cplusplus
 extern "C" {

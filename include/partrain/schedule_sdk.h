@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "partrain/plugin_sdk.h" /* sdk::Error, detail::guarded */
+#include "partrain/sdk.h" /* sdk::Error, detail::guarded */
 #include "partrain/schedule.h"
 
 namespace partrain::sdk {

@@ -35,7 +35,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "partrain/plugin.h" /* PARTRAIN_OK, PARTRAIN_E*, PARTRAIN_CAP_*, partrain_comm_v2_t */
+#include "partrain/abi.h" /* PARTRAIN_OK, PARTRAIN_E*, PARTRAIN_CAP_*, partrain_comm_v2_t */
 
 #ifdef __cplusplus
 extern "C" {

@@ -20,7 +20,7 @@
 
 #include <cstddef>
 
-#include "partrain/plugin_sdk.h" /* sdk::Error, detail::guarded, the collectives */
+#include "partrain/sdk.h" /* sdk::Error, detail::guarded, the collectives */
 #include "partrain/tensor.h"
 
 namespace partrain::sdk {

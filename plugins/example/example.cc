@@ -4,7 +4,7 @@
 #include <chrono>
 #include <string>
 
-#include "partrain/plugin_sdk.h"
+#include "partrain/data_sdk.h"
 
 namespace {
 

@@ -4,8 +4,8 @@
 
 #include <gtest/gtest.h>
 
-#include "comm/store/auth.h"
-#include "comm/store/wire.h"
+#include "comm/rendezvous/auth.h"
+#include "comm/rendezvous/wire.h"
 
 namespace partrain::comm {
 namespace {

@@ -5,8 +5,8 @@
 #include <gtest/gtest.h>
 
 #include "comm/gloo/gloo_communicator.h"
-#include "comm/store/store_client.h"
-#include "comm/store/store_server.h"
+#include "comm/rendezvous/client.h"
+#include "comm/rendezvous/server.h"
 #include "spawn.h"
 
 namespace partrain::comm {
@@ -17,9 +17,9 @@ constexpr const char* kSecret = "collectives-test-secret-0123456789";
 
 // Runs MODE on `world` workers; returns their exits and the wall time in seconds.
 std::vector<testing::WorkerExit> run(const std::string& mode, int world, double* seconds) {
-  StoreServerOptions options;
+  RendezvousServerOptions options;
   options.host = "127.0.0.1";
-  auto server = StoreServer::start(kSecret, options);
+  auto server = RendezvousServer::start(kSecret, options);
   EXPECT_TRUE(server.is_ok()) << server.status().message();
   if (!server) return {};
   auto start = Clock::now();
@@ -79,11 +79,11 @@ TEST(GlooCollectives, DeadPeerFailsTheCollectiveInsteadOfHanging) {
 // A member that never arrives makes creation fail after connect_timeout, naming the group
 // and what is missing, instead of hanging.
 TEST(GlooCollectives, MissingMemberFailsCreationWithinConnectTimeout) {
-  StoreServerOptions so;
+  RendezvousServerOptions so;
   so.host = "127.0.0.1";
-  auto server = StoreServer::start(kSecret, so);
+  auto server = RendezvousServer::start(kSecret, so);
   ASSERT_TRUE(server.is_ok());
-  auto store = StoreClient::connect("127.0.0.1", (*server)->port(), kSecret);
+  auto store = RendezvousClient::connect("127.0.0.1", (*server)->port(), kSecret);
   ASSERT_TRUE(store.is_ok()) << store.status().message();
   GlooOptions options;
   options.host = "127.0.0.1";

@@ -26,8 +26,8 @@
 
 #include "comm/communicator.h"
 #include "comm/gloo/gloo_communicator.h"
-#include "comm/store/secret.h"
-#include "comm/store/store_client.h"
+#include "comm/rendezvous/secret.h"
+#include "comm/rendezvous/client.h"
 
 namespace pc = partrain::comm;
 using Clock = std::chrono::steady_clock;
@@ -278,7 +278,7 @@ void check_everything(pc::Communicator& c) {
   expect_ok(c.barrier()->wait(), c.group().name + " barrier");
 }
 
-std::unique_ptr<pc::Communicator> make(pc::StoreClient& store, const std::string& name, std::vector<int> members,
+std::unique_ptr<pc::Communicator> make(pc::RendezvousClient& store, const std::string& name, std::vector<int> members,
                                        pc::GlooOptions options = {}) {
   pc::GroupSpec spec{name, std::move(members), g_rank};
   if (options.host.empty()) options.host = "127.0.0.1";
@@ -290,7 +290,7 @@ std::unique_ptr<pc::Communicator> make(pc::StoreClient& store, const std::string
   return std::move(comm).value();
 }
 
-int mode_collectives(pc::StoreClient& store, int world) {
+int mode_collectives(pc::RendezvousClient& store, int world) {
   std::vector<int> all(world);
   for (int i = 0; i < world; ++i) all[i] = i;
   auto whole = make(store, "world", all);
@@ -314,7 +314,7 @@ int mode_collectives(pc::StoreClient& store, int world) {
   return g_failures == 0 && g_compared > 0 ? 0 : 1;
 }
 
-int mode_abort(pc::StoreClient& store) {
+int mode_abort(pc::RendezvousClient& store) {
   pc::GlooOptions options;
   options.timeout = std::chrono::seconds(30);
   auto c = make(store, "world", {0, 1}, options);
@@ -347,7 +347,7 @@ int mode_abort(pc::StoreClient& store) {
   return g_failures == 0 ? 0 : 1;
 }
 
-int mode_peer_death(pc::StoreClient& store) {
+int mode_peer_death(pc::RendezvousClient& store) {
   pc::GlooOptions options;
   options.timeout = std::chrono::seconds(30);
   auto c = make(store, "world", {0, 1, 2}, options);
@@ -365,7 +365,7 @@ int mode_peer_death(pc::StoreClient& store) {
   return g_failures == 0 ? 0 : 1;
 }
 
-int mode_bench(pc::StoreClient& store, int world) {
+int mode_bench(pc::RendezvousClient& store, int world) {
   std::vector<int> all(world);
   for (int i = 0; i < world; ++i) all[i] = i;
   auto c = make(store, "bench", all);
@@ -423,9 +423,9 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "rank {}: {}\n", g_rank, secret.status().message());
     return 2;
   }
-  pc::StoreClientOptions copts;
+  pc::RendezvousClientOptions copts;
   copts.connect_timeout = std::chrono::seconds(10);
-  auto store = pc::StoreClient::connect("127.0.0.1", port, *secret, copts);
+  auto store = pc::RendezvousClient::connect("127.0.0.1", port, *secret, copts);
   if (!store) {
     fmt::print(stderr, "rank {}: {}\n", g_rank, store.status().message());
     return 2;

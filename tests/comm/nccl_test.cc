@@ -14,7 +14,7 @@
 
 #include "comm/gloo/gloo_communicator.h"
 #include "comm/nccl/nccl_communicator.h"
-#include "comm/store/store_server.h"
+#include "comm/rendezvous/server.h"
 
 namespace partrain::comm {
 namespace {
@@ -54,9 +54,9 @@ class DeviceBuffer {
 
 void run_rank(int rank, int world, int port) {
   ASSERT_EQ(cudaSetDevice(rank), cudaSuccess);
-  StoreClientOptions copts;
+  RendezvousClientOptions copts;
   copts.connect_timeout = std::chrono::seconds(10);
-  auto store = StoreClient::connect("127.0.0.1", port, kSecret, copts);
+  auto store = RendezvousClient::connect("127.0.0.1", port, kSecret, copts);
   ASSERT_TRUE(store.is_ok()) << store.status().message();
   std::vector<int> members(world);
   for (int i = 0; i < world; ++i) members[i] = i;
@@ -174,9 +174,9 @@ void run_rank(int rank, int world, int port) {
 
 // `world` ranks, one thread and one GPU each, through an in-process rendezvous server.
 void run_world(int world) {
-  StoreServerOptions o;
+  RendezvousServerOptions o;
   o.host = "127.0.0.1";
-  auto server = StoreServer::start(kSecret, o);
+  auto server = RendezvousServer::start(kSecret, o);
   ASSERT_TRUE(server.is_ok()) << server.status().message();
   std::vector<std::thread> ranks;
   for (int r = 0; r < world; ++r) ranks.emplace_back(run_rank, r, world, (*server)->port());
@@ -201,15 +201,15 @@ TEST(NcclCommunicator, EveryCollectiveExactOnEachVisibleGpu) {
 
 // A rendezvous server of this process and one client of it (null client on failure).
 struct LocalStore {
-  std::unique_ptr<StoreServer> server;
-  std::unique_ptr<StoreClient> client;
+  std::unique_ptr<RendezvousServer> server;
+  std::unique_ptr<RendezvousClient> client;
   LocalStore() {
-    StoreServerOptions so;
+    RendezvousServerOptions so;
     so.host = "127.0.0.1";
-    auto s = StoreServer::start(kSecret, so);
+    auto s = RendezvousServer::start(kSecret, so);
     if (!s) return;
     server = std::move(s).value();
-    auto c = StoreClient::connect("127.0.0.1", server->port(), kSecret);
+    auto c = RendezvousClient::connect("127.0.0.1", server->port(), kSecret);
     if (c) client = std::move(c).value();
   }
 };

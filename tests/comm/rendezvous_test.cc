@@ -19,10 +19,10 @@
 
 #include <gtest/gtest.h>
 
-#include "comm/store/auth.h"
-#include "comm/store/store_client.h"
-#include "comm/store/store_server.h"
-#include "comm/store/wire.h"
+#include "comm/rendezvous/auth.h"
+#include "comm/rendezvous/client.h"
+#include "comm/rendezvous/server.h"
+#include "comm/rendezvous/wire.h"
 
 namespace partrain::comm {
 namespace {
@@ -33,19 +33,19 @@ constexpr const char* kSecret = "the-real-job-secret-0123456789";
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-std::unique_ptr<StoreServer> start_server(milliseconds handshake_timeout = milliseconds(5000)) {
-  StoreServerOptions o;
+std::unique_ptr<RendezvousServer> start_server(milliseconds handshake_timeout = milliseconds(5000)) {
+  RendezvousServerOptions o;
   o.host = "127.0.0.1";
   o.handshake_timeout = handshake_timeout;
-  auto s = StoreServer::start(kSecret, o);
+  auto s = RendezvousServer::start(kSecret, o);
   EXPECT_TRUE(s.is_ok()) << s.status().message();
   return s ? std::move(s).value() : nullptr;
 }
 
-std::unique_ptr<StoreClient> connect_client(int port, const std::string& secret = kSecret) {
-  StoreClientOptions o;
+std::unique_ptr<RendezvousClient> connect_client(int port, const std::string& secret = kSecret) {
+  RendezvousClientOptions o;
   o.connect_timeout = milliseconds(3000);
-  auto c = StoreClient::connect("127.0.0.1", port, secret, o);
+  auto c = RendezvousClient::connect("127.0.0.1", port, secret, o);
   EXPECT_TRUE(c.is_ok()) << c.status().message();
   return c ? std::move(c).value() : nullptr;
 }
@@ -187,10 +187,10 @@ TEST(Rendezvous, WrongSecretAndSilentClientAreRefusedLoggedAndDoNotStallTheJob) 
   // A silent client: connects and never says anything.
   int silent = raw_connect(port);
   // A client with the wrong secret.
-  StoreClientOptions o;
+  RendezvousClientOptions o;
   o.connect_timeout = milliseconds(3000);
   auto start_wrong = Clock::now();
-  auto wrong = StoreClient::connect("127.0.0.1", port, "not-the-job-secret-0123456789", o);
+  auto wrong = RendezvousClient::connect("127.0.0.1", port, "not-the-job-secret-0123456789", o);
   double wrong_secs = seconds_since(start_wrong);
   ASSERT_FALSE(wrong.is_ok());
   EXPECT_EQ(wrong.status().code(), StatusCode::kInvalidArgument);
@@ -353,9 +353,9 @@ TEST(Rendezvous, ClientRefusesAServerThatCannotProveTheSecret) {
     std::this_thread::sleep_for(milliseconds(200));
     ::close(fd);
   });
-  StoreClientOptions o;
+  RendezvousClientOptions o;
   o.connect_timeout = milliseconds(2000);
-  auto c = StoreClient::connect("127.0.0.1", port, kSecret, o);
+  auto c = RendezvousClient::connect("127.0.0.1", port, kSecret, o);
   impostor.join();
   ::close(listener);
   ASSERT_FALSE(c.is_ok());
@@ -373,10 +373,10 @@ TEST(Rendezvous, ClientGivesUpWhenNoServerListens) {
   socklen_t len = sizeof(a);
   ::getsockname(fd, reinterpret_cast<struct sockaddr*>(&a), &len);
   ::close(fd);
-  StoreClientOptions o;
+  RendezvousClientOptions o;
   o.connect_timeout = milliseconds(300);
   auto start = Clock::now();
-  auto c = StoreClient::connect("127.0.0.1", ntohs(a.sin_port), kSecret, o);
+  auto c = RendezvousClient::connect("127.0.0.1", ntohs(a.sin_port), kSecret, o);
   ASSERT_FALSE(c.is_ok());
   EXPECT_EQ(c.status().code(), StatusCode::kUnavailable);
   EXPECT_LT(seconds_since(start), 2.0);

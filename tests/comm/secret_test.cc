@@ -1,6 +1,6 @@
 // The job secret's sources: a mode-0600 file (anything looser is refused with the fix) or
 // PARTRAIN_JOB_SECRET.
-#include "comm/store/secret.h"
+#include "comm/rendezvous/secret.h"
 
 #include <sys/stat.h>
 #include <unistd.h>

@@ -161,9 +161,9 @@ TEST(ManPage, ExamplesAreValidFiles) {
   EXPECT_EQ(job->plugin_tables.count("myschedule"), 1u);
 }
 
-// partrain(1)'s EXIT STATUS has one entry per code in daemon/cli/exit_codes.h, and no other.
+// partrain(1)'s EXIT STATUS has one entry per code in daemon/common/exit_codes.h, and no other.
 TEST(ManPage, PartrainOneListsEveryExitCode) {
-  const std::string codes = slurp(kSource / "daemon/cli/exit_codes.h");
+  const std::string codes = slurp(kSource / "daemon/common/exit_codes.h");
   const std::string page = slurp(kSource / "man/partrain.1");
   const std::regex constant(R"(constexpr int kExit\w+ = (\d+);)");
   std::set<std::string> from_code;

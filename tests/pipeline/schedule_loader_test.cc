@@ -13,6 +13,7 @@
 
 #include "pipeline/check.h"
 #include "pipeline/simulate.h"
+#include "plugin/list.h"
 #include "plugin/schedule_loader.h"
 
 namespace partrain::plugin {
@@ -48,13 +49,13 @@ class ScheduleLoaderTest : public ::testing::Test {
 
 TEST_F(ScheduleLoaderTest, ShippedScheduleLoadsAsPipelineFamily) {
   const std::string path = install(shipped("gpipe"), "gpipe.so");
-  Result<std::unique_ptr<SchedulePlugin>> p = find_schedule_plugin(dir_, "gpipe");
+  Result<std::unique_ptr<SchedulePlugin>> p = SchedulePlugin::find(dir_, "gpipe");
   ASSERT_TRUE(p) << p.status().message();
   EXPECT_EQ((*p)->info().family, "pipeline");
   EXPECT_EQ((*p)->info().version, "1.0.0");
   EXPECT_EQ((*p)->info().abi_version, 1);
   EXPECT_EQ((*p)->info().path, path);
-  Result<pipeline::Schedule> s = (*p)->build(2, 2, 1);
+  Result<pipeline::Schedule> s = build_schedule(**p, 2, 2, 1);
   ASSERT_TRUE(s) << s.status().message();
   // GPipe, pp=2, m=2, rank 0: F0 send F1 send recv B0 recv B1.
   ASSERT_EQ(s->ranks[0].size(), 8u);
@@ -66,7 +67,7 @@ TEST_F(ScheduleLoaderTest, ShippedScheduleLoadsAsPipelineFamily) {
 TEST_F(ScheduleLoaderTest, MissingSymbolIsRefused) {
   // The shipped data plugin dp exports partrain_strategy_v2 but no schedule.
   const std::string dp = install(shipped("dp"), "dp.so");
-  Result<std::unique_ptr<SchedulePlugin>> p = load_schedule_plugin(dp);
+  Result<std::unique_ptr<SchedulePlugin>> p = SchedulePlugin::open(dp, nullptr);
   ASSERT_FALSE(p);
   EXPECT_EQ(p.status().message(),
             dp + ": refused: missing symbol partrain_schedule_v1; export it with "
@@ -75,14 +76,14 @@ TEST_F(ScheduleLoaderTest, MissingSymbolIsRefused) {
 
 TEST_F(ScheduleLoaderTest, WrongAbiIsRefused) {
   const std::string v9 = install(fixture("sched_v9"), "sched_v9.so");
-  Result<std::unique_ptr<SchedulePlugin>> p = load_schedule_plugin(v9);
+  Result<std::unique_ptr<SchedulePlugin>> p = SchedulePlugin::open(v9, nullptr);
   ASSERT_FALSE(p);
   EXPECT_EQ(p.status().message(),
             v9 + ": refused: unsupported schedule ABI version 9 (exports partrain_schedule_v9); "
                  "this partrain loads versions 1 to 1; rebuild the plugin against this "
                  "partrain's SDK headers");
   const std::string bad = install(fixture("sched_badabi"), "sched_badabi.so");
-  p = load_schedule_plugin(bad);
+  p = SchedulePlugin::open(bad, nullptr);
   ASSERT_FALSE(p);
   EXPECT_EQ(p.status().message(),
             bad + ": refused: unsupported schedule ABI version 2 (the partrain_schedule_v1 "
@@ -92,7 +93,7 @@ TEST_F(ScheduleLoaderTest, WrongAbiIsRefused) {
 
 TEST_F(ScheduleLoaderTest, UnsafePermissionsAreRefusedBeforeLoading) {
   const std::string path = install(shipped("gpipe"), "gpipe.so", 0775);
-  Result<std::unique_ptr<SchedulePlugin>> p = load_schedule_plugin(path);
+  Result<std::unique_ptr<SchedulePlugin>> p = SchedulePlugin::open(path, nullptr);
   ASSERT_FALSE(p);
   EXPECT_EQ(p.status().message(),
             path + ": refused: the plugin is writable by group or others (mode 0775); run "
@@ -101,11 +102,11 @@ TEST_F(ScheduleLoaderTest, UnsafePermissionsAreRefusedBeforeLoading) {
 
 TEST_F(ScheduleLoaderTest, FileNamedAfterAnotherScheduleIsRefused) {
   install(shipped("gpipe"), "mine.so");
-  Result<std::unique_ptr<SchedulePlugin>> p = find_schedule_plugin(dir_, "mine");
+  Result<std::unique_ptr<SchedulePlugin>> p = SchedulePlugin::find(dir_, "mine");
   ASSERT_FALSE(p);
   EXPECT_EQ(p.status().message(), dir_ + "/mine.so: refused: the schedule calls itself 'gpipe', "
                                          "not 'mine'; rename the file to gpipe.so");
-  p = find_schedule_plugin(dir_, "absent");
+  p = SchedulePlugin::find(dir_, "absent");
   ASSERT_FALSE(p);
   EXPECT_EQ(p.status().code(), StatusCode::kNotFound);
 }
@@ -115,7 +116,7 @@ TEST_F(ScheduleLoaderTest, ListingDescribesSchedulesAndKeepsOtherRefusals) {
   install(shipped("dp"), "dp.so");
   install(fixture("sched_none"), "none.so");
   install(fixture("sched_v9"), "sched_v9.so");
-  Result<std::vector<ListEntry>> list = list_all_plugins(dir_);
+  Result<std::vector<ListEntry>> list = list_plugins(dir_);
   ASSERT_TRUE(list) << list.status().message();
   ASSERT_EQ(list->size(), 4u);
   EXPECT_TRUE((*list)[0].status);  // 1f1b.so
@@ -132,9 +133,9 @@ TEST_F(ScheduleLoaderTest, ListingDescribesSchedulesAndKeepsOtherRefusals) {
 
 TEST_F(ScheduleLoaderTest, ExceptionInBuildBecomesAnError) {
   install(fixture("sched_throws"), "sched_throws.so");
-  Result<std::unique_ptr<SchedulePlugin>> p = find_schedule_plugin(dir_, "sched_throws");
+  Result<std::unique_ptr<SchedulePlugin>> p = SchedulePlugin::find(dir_, "sched_throws");
   ASSERT_TRUE(p) << p.status().message();
-  Result<pipeline::Schedule> s = (*p)->build(2, 2, 1);
+  Result<pipeline::Schedule> s = build_schedule(**p, 2, 2, 1);
   ASSERT_FALSE(s);
   EXPECT_EQ(s.status().code(), StatusCode::kInternal);
   EXPECT_EQ(s.status().message(),
@@ -143,16 +144,16 @@ TEST_F(ScheduleLoaderTest, ExceptionInBuildBecomesAnError) {
 
 TEST_F(ScheduleLoaderTest, PlainCPluginLoadsAndPassesTheChecker) {
   install(fixture("sched_c"), "sched_c.so");
-  Result<std::unique_ptr<SchedulePlugin>> p = find_schedule_plugin(dir_, "sched_c");
+  Result<std::unique_ptr<SchedulePlugin>> p = SchedulePlugin::find(dir_, "sched_c");
   ASSERT_TRUE(p) << p.status().message();
-  Result<pipeline::Schedule> s = (*p)->build(3, 4, 1);
+  Result<pipeline::Schedule> s = build_schedule(**p, 3, 4, 1);
   ASSERT_TRUE(s) << s.status().message();
   Status ok = pipeline::check(*s);
   EXPECT_TRUE(ok) << ok.message();
   Result<pipeline::Timeline> t = pipeline::simulate(*s);
   ASSERT_TRUE(t);
   EXPECT_NEAR(t->bubble, 2.0 / 6.0, 1e-12);  // GPipe: (p-1)/(m+p-1) = 2/6
-  s = (*p)->build(3, 4, 2);
+  s = build_schedule(**p, 3, 4, 2);
   ASSERT_FALSE(s);
   EXPECT_EQ(s.status().message(),
             "partrain: schedule sched_c (pp=3, m=4, v=2): sched_c: one chunk per rank only (got "

@@ -16,7 +16,7 @@ namespace {
 
 std::unique_ptr<plugin::SchedulePlugin> load(const std::string& name) {
   Result<std::unique_ptr<plugin::SchedulePlugin>> p =
-      plugin::find_schedule_plugin(PARTRAIN_SCHEDULE_PLUGIN_DIR, name);
+      plugin::SchedulePlugin::find(PARTRAIN_SCHEDULE_PLUGIN_DIR, name);
   EXPECT_TRUE(p) << p.status().message();
   return p ? std::move(*p) : nullptr;
 }
@@ -28,7 +28,7 @@ struct Simulated {
 };
 Simulated run(const plugin::SchedulePlugin& plug, int p, int m, int v, const Costs& c = {}) {
   Simulated r;
-  Result<Schedule> s = plug.build(p, m, v);
+  Result<Schedule> s = plugin::build_schedule(plug, p, m, v);
   EXPECT_TRUE(s) << s.status().message();
   if (!s) return r;
   r.schedule = *s;
@@ -135,17 +135,17 @@ TEST(Schedules, RefusalsSayWhatWouldWork) {
   auto i = load("interleaved");
   auto g = load("gpipe");
   ASSERT_TRUE(o && i && g);
-  Result<Schedule> s = o->build(4, 2, 1);
+  Result<Schedule> s = build_schedule(*o, 4, 2, 1);
   ASSERT_FALSE(s);
   EXPECT_EQ(s.status().message(),
             "partrain: schedule 1f1b (pp=4, m=2, v=1): 1f1b: needs at least pp micro-batches "
             "(m=2 < pp=4); raise global_batch or lower micro_batch, or use gpipe");
-  s = i->build(4, 6, 2);
+  s = build_schedule(*i, 4, 6, 2);
   ASSERT_FALSE(s);
   EXPECT_EQ(s.status().message(),
             "partrain: schedule interleaved (pp=4, m=6, v=2): interleaved: the micro-batch count "
             "must be a multiple of pp (m=6, pp=4); use m=8 or m=4");
-  s = g->build(2, 4, 2);
+  s = build_schedule(*g, 2, 4, 2);
   ASSERT_FALSE(s);
   EXPECT_EQ(s.status().code(), StatusCode::kInvalidArgument);
 }

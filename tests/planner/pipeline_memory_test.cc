@@ -191,14 +191,14 @@ TEST(PlannerPipeline, SlotsEqualTheShippedSchedules) {
   for (const Sched& s : {Sched{"gpipe", {1}}, Sched{"1f1b", {1}}, Sched{"zbh1", {1}},
                          Sched{"interleaved", {2, 3, 4}}}) {
     Result<std::unique_ptr<plugin::SchedulePlugin>> plug =
-        plugin::find_schedule_plugin(PARTRAIN_SCHEDULE_PLUGIN_DIR, s.name);
+        plugin::SchedulePlugin::find(PARTRAIN_SCHEDULE_PLUGIN_DIR, s.name);
     ASSERT_TRUE(plug) << plug.status().message();
     for (int p : {2, 3, 4, 8}) {
       for (int v : s.vs) {
         for (int m : {p, 2 * p, 3 * p}) {
           SCOPED_TRACE(std::string(s.name) + " p=" + std::to_string(p) + " v=" + std::to_string(v) +
                        " m=" + std::to_string(m));
-          Result<pipeline::Schedule> sched = (*plug)->build(p, m, v);
+          Result<pipeline::Schedule> sched = plugin::build_schedule(**plug, p, m, v);
           ASSERT_TRUE(sched) << sched.status().message();
           const std::vector<pipeline::InFlight> f = pipeline::peak_in_flight(*sched);
           PlanLayout l = pipeline(p, m, s.name);

@@ -15,11 +15,12 @@
 #include <gtest/gtest.h>
 
 #include "comm/gloo/gloo_communicator.h"
-#include "comm/store/store_client.h"
-#include "comm/store/store_server.h"
+#include "comm/rendezvous/client.h"
+#include "comm/rendezvous/server.h"
 #include "plugin/expert_loader.h"
+#include "plugin/list.h"
 #include "plugin/schedule_loader.h"
-#include "worker/expert_plugin.h"
+#include "worker/expert_plugin_comm.h"
 
 namespace partrain::worker {
 namespace {
@@ -44,7 +45,7 @@ struct RankResult {
 
 void run_rank(int rank, int port, const partrain_expert_v1_t* api, RankResult* out) {
   auto fail = [&](const Status& s) { out->status = s; };
-  auto store = comm::StoreClient::connect("127.0.0.1", port, kSecret);
+  auto store = comm::RendezvousClient::connect("127.0.0.1", port, kSecret);
   if (!store) return fail(store.status());
   comm::GlooOptions go;
   go.host = "127.0.0.1";
@@ -74,11 +75,11 @@ void run_rank(int rank, int port, const partrain_expert_v1_t* api, RankResult* o
 }
 
 TEST(EpPlugin, AllToAllWithZeroCountsOverThreeRanks) {
-  Result<std::unique_ptr<plugin::ExpertPlugin>> p = plugin::find_expert_plugin(PARTRAIN_BUILD_PLUGINDIR, "ep");
+  Result<std::unique_ptr<plugin::ExpertPlugin>> p = plugin::ExpertPlugin::find(PARTRAIN_BUILD_PLUGINDIR, "ep");
   ASSERT_TRUE(p) << p.status().message();
-  comm::StoreServerOptions so;
+  comm::RendezvousServerOptions so;
   so.host = "127.0.0.1";
-  auto server = comm::StoreServer::start(kSecret, so);
+  auto server = comm::RendezvousServer::start(kSecret, so);
   ASSERT_TRUE(server.is_ok()) << server.status().message();
   std::array<RankResult, kRanks> results;
   std::vector<std::thread> threads;
@@ -123,17 +124,17 @@ class ExpertLoaderTest : public ::testing::Test {
 
 TEST_F(ExpertLoaderTest, EpLoadsAsAnExpertPluginAndRefusalsNameTheFix) {
   install("ep", "ep.so");
-  Result<std::unique_ptr<plugin::ExpertPlugin>> p = plugin::find_expert_plugin(dir_, "ep");
+  Result<std::unique_ptr<plugin::ExpertPlugin>> p = plugin::ExpertPlugin::find(dir_, "ep");
   ASSERT_TRUE(p) << p.status().message();
   EXPECT_EQ((*p)->info().family, "expert");
   EXPECT_EQ((*p)->info().abi_version, 1);
-  Result<std::vector<plugin::ListEntry>> list = plugin::list_all_plugins(dir_);
+  Result<std::vector<plugin::ListEntry>> list = plugin::list_plugins(dir_);
   ASSERT_TRUE(list);
   ASSERT_EQ(list->size(), 1u);
   EXPECT_TRUE((*list)[0].status) << (*list)[0].status.message();
   EXPECT_EQ((*list)[0].info.family, "expert");
   const std::string dp = install("dp", "dp.so");
-  Result<std::unique_ptr<plugin::ExpertPlugin>> bad = plugin::find_expert_plugin(dir_, "dp");
+  Result<std::unique_ptr<plugin::ExpertPlugin>> bad = plugin::ExpertPlugin::find(dir_, "dp");
   ASSERT_FALSE(bad);
   EXPECT_EQ(bad.status().message(), dp + ": refused: missing symbol partrain_expert_v1; export it "
                                           "with PARTRAIN_EXPERT_PLUGIN from <partrain/expert_sdk.h>");

@@ -11,7 +11,8 @@
 
 #include <gtest/gtest.h>
 
-#include "plugin/loader.h"
+#include "plugin/data_loader.h"
+#include "plugin/list.h"
 
 namespace partrain::plugin {
 namespace {
@@ -41,7 +42,7 @@ class LoaderTest : public ::testing::Test {
 
 TEST_F(LoaderTest, GoodPluginLoadsWithItsDescription) {
   const std::string path = install("good", "good.so");
-  Result<std::unique_ptr<Plugin>> p = load_plugin(path);
+  Result<std::unique_ptr<DataPlugin>> p = DataPlugin::open(path);
   ASSERT_TRUE(p) << p.status().message();
   EXPECT_EQ((*p)->info().name, "good");
   EXPECT_EQ((*p)->info().family, "data");
@@ -55,16 +56,16 @@ TEST_F(LoaderTest, GoodPluginLoadsWithItsDescription) {
 
 TEST_F(LoaderTest, MissingSymbolIsRefused) {
   const std::string path = install("nosym", "nosym.so");
-  Result<std::unique_ptr<Plugin>> p = load_plugin(path);
+  Result<std::unique_ptr<DataPlugin>> p = DataPlugin::open(path);
   ASSERT_FALSE(p);
   EXPECT_EQ(p.status().message(),
             path + ": refused: missing symbol partrain_strategy_v2; export it with "
-                   "PARTRAIN_STRATEGY_PLUGIN from <partrain/plugin_sdk.h>");
+                   "PARTRAIN_STRATEGY_PLUGIN from <partrain/data_sdk.h>");
 }
 
 TEST_F(LoaderTest, FutureAbiIsRefused) {
   const std::string path = install("v7", "v7.so");
-  Result<std::unique_ptr<Plugin>> p = load_plugin(path);
+  Result<std::unique_ptr<DataPlugin>> p = DataPlugin::open(path);
   ASSERT_FALSE(p);
   EXPECT_EQ(p.status().message(),
             path + ": refused: unsupported ABI version 7 (exports partrain_strategy_v7); this "
@@ -74,7 +75,7 @@ TEST_F(LoaderTest, FutureAbiIsRefused) {
 
 TEST_F(LoaderTest, StructClaimingAnotherAbiIsRefused) {
   const std::string path = install("badabi", "badabi.so");
-  Result<std::unique_ptr<Plugin>> p = load_plugin(path);
+  Result<std::unique_ptr<DataPlugin>> p = DataPlugin::open(path);
   ASSERT_FALSE(p);
   EXPECT_EQ(p.status().message(),
             path + ": refused: unsupported ABI version 2 (the partrain_strategy_v1 struct says "
@@ -84,7 +85,7 @@ TEST_F(LoaderTest, StructClaimingAnotherAbiIsRefused) {
 
 TEST_F(LoaderTest, GroupWritableFileIsRefused) {
   const std::string path = install("good", "good.so", 0775);
-  Result<std::unique_ptr<Plugin>> p = load_plugin(path);
+  Result<std::unique_ptr<DataPlugin>> p = DataPlugin::open(path);
   ASSERT_FALSE(p);
   EXPECT_EQ(p.status().message(), path + ": refused: the plugin is writable by group or others "
                                          "(mode 0775); run chmod go-w " + path);
@@ -93,7 +94,7 @@ TEST_F(LoaderTest, GroupWritableFileIsRefused) {
 TEST_F(LoaderTest, WorldWritableDirectoryIsRefused) {
   const std::string path = install("good", "good.so");
   ASSERT_EQ(::chmod(dir_.c_str(), 0777), 0);
-  Result<std::unique_ptr<Plugin>> p = load_plugin(path);
+  Result<std::unique_ptr<DataPlugin>> p = DataPlugin::open(path);
   ASSERT_FALSE(p);
   EXPECT_EQ(p.status().message(), dir_ + ": refused: the plugin directory is writable by group "
                                          "or others (mode 0777); run chmod go-w " + dir_);
@@ -105,7 +106,7 @@ TEST_F(LoaderTest, ForeignOwnerIsRefused) {
   if (::chown(path.c_str(), stranger, static_cast<gid_t>(-1)) != 0) {
     GTEST_SKIP() << "cannot chown here (needs root)";
   }
-  Result<std::unique_ptr<Plugin>> p = load_plugin(path);
+  Result<std::unique_ptr<DataPlugin>> p = DataPlugin::open(path);
   ASSERT_FALSE(p);
   EXPECT_EQ(p.status().message(),
             path + ": refused: the plugin is owned by uid " + std::to_string(stranger) +
@@ -115,17 +116,17 @@ TEST_F(LoaderTest, ForeignOwnerIsRefused) {
 
 TEST_F(LoaderTest, FindPluginChecksTheName) {
   install("good", "other.so");
-  Result<std::unique_ptr<Plugin>> p = find_plugin(dir_, "other");
+  Result<std::unique_ptr<DataPlugin>> p = DataPlugin::find(dir_, "other");
   ASSERT_FALSE(p);
   EXPECT_EQ(p.status().message(), dir_ + "/other.so: refused: the plugin calls itself 'good', "
                                          "not 'other'; rename the file to good.so");
-  Result<std::unique_ptr<Plugin>> none = find_plugin(dir_, "zero9");
+  Result<std::unique_ptr<DataPlugin>> none = DataPlugin::find(dir_, "zero9");
   ASSERT_FALSE(none);
   EXPECT_EQ(none.status().message(),
             "plugin 'zero9' is not installed: no " + dir_ + "/zero9.so (the site config's "
             "[paths] plugin_dir is " + dir_ + "; `partrain plugins` lists what is there)");
   install("good", "good.so");
-  Result<std::unique_ptr<Plugin>> good = find_plugin(dir_, "good");
+  Result<std::unique_ptr<DataPlugin>> good = DataPlugin::find(dir_, "good");
   ASSERT_TRUE(good) << good.status().message();
 }
 
@@ -142,7 +143,7 @@ TEST_F(LoaderTest, ListShowsGoodAndRefusedPlugins) {
 }
 
 TEST_F(LoaderTest, ExceptionsInThePluginBecomeErrorCodes) {
-  Result<std::unique_ptr<Plugin>> p = load_plugin(install("good", "good.so"));
+  Result<std::unique_ptr<DataPlugin>> p = DataPlugin::open(install("good", "good.so"));
   ASSERT_TRUE(p);
   const partrain_strategy_v2_t& s = *(*p)->v2();
   partrain_comm_v2_t comm{};
@@ -189,7 +190,7 @@ int one_rank_wait(void* ctx, void* work, char*, size_t) {
 // host drives it through its v1 table.
 TEST_F(LoaderTest, VersionOnePluginStillLoadsAndRuns) {
   const std::string path = install("v1only", "v1only.so");
-  Result<std::unique_ptr<Plugin>> p = load_plugin(path);
+  Result<std::unique_ptr<DataPlugin>> p = DataPlugin::open(path);
   ASSERT_TRUE(p) << p.status().message();
   EXPECT_EQ((*p)->info().abi_version, 1);
   EXPECT_EQ((*p)->info().name, "v1only");

@@ -13,11 +13,11 @@
 #include <gtest/gtest.h>
 
 #include "comm/gloo/gloo_communicator.h"
-#include "comm/store/store_client.h"
-#include "comm/store/store_server.h"
-#include "plugin/loader.h"
+#include "comm/rendezvous/client.h"
+#include "comm/rendezvous/server.h"
+#include "plugin/data_loader.h"
 #include "worker/comm_adapter.h"
-#include "worker/data_plugin.h"
+#include "worker/data_plugin_comm.h"
 
 namespace partrain::worker {
 namespace {
@@ -36,14 +36,14 @@ struct RankResult {
 // 3 (i + 1) * 2 = 6 (i + 1); handed over twice (two micro-batches), the shard holds 12 (i + 1).
 void run_rank(int rank, int port, const partrain_strategy_v2_t* api, RankResult* out) {
   auto fail = [&](const Status& s) { out->status = s; };
-  auto store = comm::StoreClient::connect("127.0.0.1", port, kSecret);
+  auto store = comm::RendezvousClient::connect("127.0.0.1", port, kSecret);
   if (!store) return fail(store.status());
   comm::GlooOptions go;
   go.host = "127.0.0.1";
   go.connect_timeout = std::chrono::seconds(20);
   auto c = comm::create_gloo_communicator(comm::GroupSpec{"dp0", {0, 1, 2}, rank}, **store, go);
   if (!c) return fail(c.status());
-  DataPlugin plugin(nullptr, api);
+  DataPluginComm plugin(nullptr, api);
   constexpr uint64_t kAll = PARTRAIN_HOST_SHARD_OPTIMIZER | PARTRAIN_HOST_SHARD_GRADS | PARTRAIN_HOST_SHARD_PARAMS;
   Status s = plugin.init("bucket_mb = 0.000008\n", c->get(), rank, kN, kAll);  // 2-element buckets
   if (!s) return fail(s);
@@ -86,12 +86,12 @@ void run_rank(int rank, int port, const partrain_strategy_v2_t* api, RankResult*
 }
 
 TEST(ZeroPlugin, ShardsReduceAndGatherExactlyOverThreeRanks) {
-  Result<std::unique_ptr<plugin::Plugin>> p = plugin::find_plugin(PARTRAIN_BUILD_PLUGINDIR, "zero2");
+  Result<std::unique_ptr<plugin::DataPlugin>> p = plugin::DataPlugin::find(PARTRAIN_BUILD_PLUGINDIR, "zero2");
   ASSERT_TRUE(p) << p.status().message();
   ASSERT_NE((*p)->v2(), nullptr);
-  comm::StoreServerOptions so;
+  comm::RendezvousServerOptions so;
   so.host = "127.0.0.1";
-  auto server = comm::StoreServer::start(kSecret, so);
+  auto server = comm::RendezvousServer::start(kSecret, so);
   ASSERT_TRUE(server.is_ok()) << server.status().message();
   std::array<RankResult, kRanks> results;
   std::vector<std::thread> threads;
@@ -118,7 +118,7 @@ TEST(ZeroPlugin, ShardsReduceAndGatherExactlyOverThreeRanks) {
 
 // A stage the host cannot hold is refused at init with the fix.
 TEST(ZeroPlugin, RefusesAHostWithoutTheFeature) {
-  Result<std::unique_ptr<plugin::Plugin>> p = plugin::find_plugin(PARTRAIN_BUILD_PLUGINDIR, "zero3");
+  Result<std::unique_ptr<plugin::DataPlugin>> p = plugin::DataPlugin::find(PARTRAIN_BUILD_PLUGINDIR, "zero3");
   ASSERT_TRUE(p) << p.status().message();
   partrain_comm_v2_t comm{};
   comm.size = 2;

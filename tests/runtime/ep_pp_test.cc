@@ -1,4 +1,4 @@
-// Expert parallelism inside pipeline stages (ep x pp x dp: worker/pipeline_parallel with the
+// Expert parallelism inside pipeline stages (ep x pp x dp: worker/pipeline_executor with the
 // ep plugin on each stage's ep group): ep2 x pp2 on dp4 (8 ranks, expert-data-parallel
 // groups of 2) with 1F1B, ep2 x pp2 on dp2 with GPipe and with interleaved 1F1B (v = 2),
 // and ep4 x pp2 on dp4 train exactly what one rank trains on etc/examples/moe-tiny.toml

@@ -1,5 +1,5 @@
 // Expert parallelism end to end (engine/model/expert_parallel.h, the ep plugin:
-// plugins/expert/ep, worker/expert_plugin.h):
+// plugins/expert/ep, worker/expert_plugin_comm.h):
 // ep2 on dp2, ep4 on dp4 and ep2 on dp4 (expert-data-parallel groups of 2) train exactly
 // what one rank trains on etc/examples/moe-tiny.toml (4 experts, top-2, 20 steps, 1e-5
 // relative; also with dropout and full recompute, and a LLaMA MoE with SwiGLU experts):

@@ -1,4 +1,4 @@
-// Pipeline parallelism end to end (worker/pipeline_parallel, the shipped schedule plugins):
+// Pipeline parallelism end to end (worker/pipeline_executor, the shipped schedule plugins):
 // pp2 and pp4 with GPipe, 1F1B, interleaved 1F1B (v = 2) and ZB-H1 (backward split into
 // input and weight gradients), pp2 x dp2, tp2 x pp2 and tp2 x pp2 x dp2, train exactly what
 // one rank trains (20 steps, 1e-5 relative; GPT-2 with its tied head and dropout, LLaMA

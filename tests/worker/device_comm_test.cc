@@ -1,4 +1,4 @@
-// The plugin ABI's memory flag (include/partrain/plugin.h, PARTRAIN_HOST_CUDA_BUFFERS): GPU
+// The plugin ABI's memory flag (include/partrain/data.h, PARTRAIN_HOST_CUDA_BUFFERS): GPU
 // ranks tell the data plugin its buffers are device memory, and refuse, naming the file and
 // the fix, a plugin that does not take device memory (no PARTRAIN_CAP_CUDA). The shipped
 // plugins are loaded for real: dp takes device buffers (it only passes pointers on), the
@@ -9,8 +9,8 @@
 
 #include <gtest/gtest.h>
 
-#include "partrain/plugin.h"
-#include "plugin/loader.h"
+#include "partrain/data.h"
+#include "plugin/data_loader.h"
 
 namespace partrain::worker {
 namespace {
@@ -38,7 +38,7 @@ TEST(BufferMemory, HostOnlyPluginRefusedOnGpuRanks) {
 
 TEST(BufferMemory, ShippedPluginsSayWhatMemoryTheyTake) {
   for (const char* name : {"dp", "zero1", "zero2", "zero3"}) {
-    Result<std::unique_ptr<plugin::Plugin>> p = plugin::find_plugin(PARTRAIN_BUILD_PLUGINDIR, name);
+    Result<std::unique_ptr<plugin::DataPlugin>> p = plugin::DataPlugin::find(PARTRAIN_BUILD_PLUGINDIR, name);
     ASSERT_TRUE(p.is_ok()) << p.status().message();
     const uint64_t caps = (*p)->info().capabilities;
     EXPECT_NE(caps & PARTRAIN_CAP_CPU, 0u) << name;

@@ -120,7 +120,7 @@ class GlooCommunicator final : public Communicator {
     if (worker_.joinable()) worker_.join();
   }
 
-  Status connect(StoreClient& store) {
+  Status connect(RendezvousClient& store) {
     if (size() == 1) {
       start_worker();
       return Status::ok();
@@ -362,7 +362,7 @@ class GlooCommunicator final : public Communicator {
     Status status_;
   };
 
-  std::shared_ptr<::gloo::rendezvous::Context> mesh(StoreClient& store, const std::string& which) {
+  std::shared_ptr<::gloo::rendezvous::Context> mesh(RendezvousClient& store, const std::string& which) {
     auto ctx = std::make_shared<::gloo::rendezvous::Context>(rank_, size());
     ctx->setTimeout(options_.connect_timeout);
     GlooStore gloo_store(store, fmt::format("gloo/{}/{}/", spec_.name, which), options_.connect_timeout);
@@ -482,7 +482,7 @@ class GlooCommunicator final : public Communicator {
 
 }  // namespace
 
-Result<std::unique_ptr<Communicator>> create_gloo_communicator(const GroupSpec& spec, StoreClient& store,
+Result<std::unique_ptr<Communicator>> create_gloo_communicator(const GroupSpec& spec, RendezvousClient& store,
                                                                const GlooOptions& options) {
   auto rank = group_rank_of(spec);
   if (!rank) return rank.status();

@@ -12,7 +12,7 @@
 #include <string>
 
 #include "comm/communicator.h"
-#include "comm/store/store_client.h"
+#include "comm/rendezvous/client.h"
 
 namespace partrain::comm {
 
@@ -29,7 +29,7 @@ struct GlooOptions {
 // Builds the group's mesh; blocks until every member has called it with the same spec.
 // `store` is used only during the call. invalid for a bad spec, unavailable when members
 // do not all arrive within connect_timeout.
-Result<std::unique_ptr<Communicator>> create_gloo_communicator(const GroupSpec& spec, StoreClient& store,
+Result<std::unique_ptr<Communicator>> create_gloo_communicator(const GroupSpec& spec, RendezvousClient& store,
                                                                const GlooOptions& options = {});
 
 }  // namespace partrain::comm

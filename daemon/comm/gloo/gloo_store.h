@@ -12,13 +12,13 @@
 
 #include <gloo/rendezvous/store.h>
 
-#include "comm/store/store_client.h"
+#include "comm/rendezvous/client.h"
 
 namespace partrain::comm {
 
 class GlooStore final : public ::gloo::rendezvous::Store {
  public:
-  GlooStore(StoreClient& client, std::string prefix, std::chrono::milliseconds timeout)
+  GlooStore(RendezvousClient& client, std::string prefix, std::chrono::milliseconds timeout)
       : client_(client), prefix_(std::move(prefix)), timeout_(timeout) {}
 
   void set(const std::string& key, const std::vector<char>& data) override;
@@ -27,7 +27,7 @@ class GlooStore final : public ::gloo::rendezvous::Store {
   void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override;
 
  private:
-  StoreClient& client_;
+  RendezvousClient& client_;
   std::string prefix_;
   std::chrono::milliseconds timeout_;
 };

@@ -67,7 +67,7 @@ class NcclCommunicator final : public Communicator, public std::enable_shared_fr
     if (barrier_scratch_ != nullptr) cudaFree(barrier_scratch_);
   }
 
-  Status connect(StoreClient& store) {
+  Status connect(RendezvousClient& store) {
     if (options_.device >= 0) PARTRAIN_RETURN_IF_ERROR(cuda("cudaSetDevice", cudaSetDevice(options_.device)));
     PARTRAIN_RETURN_IF_ERROR(cuda("cudaGetDevice", cudaGetDevice(&device_)));
     ncclUniqueId id;
@@ -393,7 +393,7 @@ class NcclHandle final : public Communicator {
 
 }  // namespace
 
-Result<std::unique_ptr<Communicator>> create_nccl_communicator(const GroupSpec& spec, StoreClient& store,
+Result<std::unique_ptr<Communicator>> create_nccl_communicator(const GroupSpec& spec, RendezvousClient& store,
                                                                const NcclOptions& options) {
   auto rank = group_rank_of(spec);
   if (!rank) return rank.status();

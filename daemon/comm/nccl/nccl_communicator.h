@@ -14,7 +14,7 @@
 #include <string>
 
 #include "comm/communicator.h"
-#include "comm/store/store_client.h"
+#include "comm/rendezvous/client.h"
 
 namespace partrain::comm {
 
@@ -32,7 +32,7 @@ struct NcclOptions {
 
 // Creates the NCCL communicator of the group; blocks until all members joined.
 // unavailable when CUDA or NCCL fail, invalid for a bad spec.
-Result<std::unique_ptr<Communicator>> create_nccl_communicator(const GroupSpec& spec, StoreClient& store,
+Result<std::unique_ptr<Communicator>> create_nccl_communicator(const GroupSpec& spec, RendezvousClient& store,
                                                                const NcclOptions& options = {});
 
 // Orders every operation `comm` (from create_nccl_communicator) starts from now on after the

@@ -16,15 +16,6 @@ namespace {
 constexpr size_t kAlign = 256;
 size_t align_up(size_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
 
-template <typename Act>
-constexpr cudaDataType_t act_type() {
-  if constexpr (std::is_same_v<Act, float>) {
-    return CUDA_R_32F;
-  } else {
-    return CUDA_R_16BF;
-  }
-}
-
 // The workspace, carved in a fixed order.
 template <typename Act>
 struct Workspace {
@@ -201,7 +192,7 @@ Status attention_forward(const Context& ctx, Act* out, float* lse, const Act* q,
   const size_t qn = static_cast<size_t>(B) * H * T * hd, kn = static_cast<size_t>(B) * KV * T * hd;
   const size_t rows = static_cast<size_t>(B) * H * T;
   const float scale = 1.0f / sqrtf(static_cast<float>(hd));
-  constexpr cudaDataType_t at = act_type<Act>();
+  constexpr cudaDataType_t at = cuda_data_type<Act>();
 
   gather_heads_kernel<<<grid_for(qn, 256), 256, 0, ctx.stream>>>(ws.qp, q, B, T, H, hd, q_stride);
   gather_heads_kernel<<<grid_for(kn, 256), 256, 0, ctx.stream>>>(ws.kp, k, B, T, KV, hd, kv_stride);
@@ -236,7 +227,7 @@ Status attention_backward(const Context& ctx, Act* dq, Act* dk, Act* dv, const A
   const size_t qn = static_cast<size_t>(B) * H * T * hd, kn = static_cast<size_t>(B) * KV * T * hd;
   const size_t rows = static_cast<size_t>(B) * H * T;
   const float scale = 1.0f / sqrtf(static_cast<float>(hd));
-  constexpr cudaDataType_t at = act_type<Act>();
+  constexpr cudaDataType_t at = cuda_data_type<Act>();
   const long long sq = static_cast<long long>(M) * hd, sk = static_cast<long long>(T) * hd;
   const long long ss = static_cast<long long>(M) * T;
 

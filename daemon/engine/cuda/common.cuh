@@ -4,14 +4,26 @@
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
+#include <library_types.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "engine/cuda/cuda_status.h"
 #include "engine/cuda/kernels.h"
 
 namespace partrain::engine::cuda {
+
+// The cuBLAS / cuBLASLt data type of an element type (float or bf16).
+template <typename T>
+constexpr cudaDataType_t cuda_data_type() {
+  if constexpr (std::is_same_v<T, float>) {
+    return CUDA_R_32F;
+  } else {
+    return CUDA_R_16BF;
+  }
+}
 
 __device__ __forceinline__ float to_f32(float x) { return x; }
 __device__ __forceinline__ float to_f32(bf16 x) { return __bfloat162float(x); }

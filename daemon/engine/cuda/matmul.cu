@@ -10,15 +10,6 @@ namespace {
 constexpr size_t kLtWorkspaceBytes = 32u << 20;
 constexpr size_t kScratchBytes = 16u << 20;
 
-template <typename Act>
-constexpr cudaDataType_t data_type() {
-  if constexpr (std::is_same_v<Act, float>) {
-    return CUDA_R_32F;
-  } else {
-    return CUDA_R_16BF;
-  }
-}
-
 // RAII for the four cuBLASLt descriptors of one call.
 struct LtCall {
   cublasLtMatmulDesc_t op = nullptr;
@@ -90,7 +81,7 @@ template <typename Act>
 Status lt_matmul_forward(const Context& ctx, Act* out, const Act* inp, const Act* w,
                          const Act* bias, int N, int C, int OC) {
   // out^T [OC,N] = (w [C,OC] col-major)^T  x  inp [C,N] col-major.
-  constexpr cudaDataType_t type = data_type<Act>();
+  constexpr cudaDataType_t type = cuda_data_type<Act>();
   LtCall call;
   PARTRAIN_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescCreate(&call.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t transa = CUBLAS_OP_T, transb = CUBLAS_OP_N;
@@ -146,7 +137,7 @@ Status matmul_forward(const Context& ctx, Act* out, const Act* inp, const Act* w
                       const Act* bias, int N, int C, int OC) {
   if (lt_matmul_forward(ctx, out, inp, w, bias, N, C, OC).is_ok()) return Status::ok();
   // cuBLASLt refused this shape or alignment: plain cuBLAS, then the bias as its own pass.
-  constexpr cudaDataType_t type = data_type<Act>();
+  constexpr cudaDataType_t type = cuda_data_type<Act>();
   const float one = 1.0f, zero = 0.0f;
   PARTRAIN_CUBLAS_RETURN_IF_ERROR(cublasGemmEx(ctx.blas, CUBLAS_OP_T, CUBLAS_OP_N, OC, N, C, &one, w,
                                                type, C, inp, type, C, &zero, out, type, OC,
@@ -170,7 +161,7 @@ struct ColumnOf {
 template <typename Act>
 Status matmul_backward(const Context& ctx, Act* dinp, float* dw, float* dbias, const Act* dout,
                        const Act* inp, const Act* w, int N, int C, int OC) {
-  constexpr cudaDataType_t type = data_type<Act>();
+  constexpr cudaDataType_t type = cuda_data_type<Act>();
   const float one = 1.0f;
   if (dinp != nullptr) {
     // dinp^T [C,N] += w [C,OC] x dout^T [OC,N]   (all column-major views)

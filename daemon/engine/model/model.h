@@ -113,6 +113,13 @@ class Model {
   const StageOptions& stage() const { return stage_; }
   bool first_stage() const { return lo_ == 0; }
   bool last_stage() const { return hi_ == o_.layers; }
+  // A tied head on a last stage without the embeddings keeps its own copy of the token
+  // embedding (stage.h): the executor sums the two copies' gradients, and the clipping
+  // norm and checkpoints count the first stage's.
+  bool holds_tied_head_copy() const { return last_stage() && !first_stage() && o_.tie_embeddings; }
+  const char* tied_embedding_name() const {
+    return o_.arch == Arch::kGpt2 ? "wte.weight" : "model.embed_tokens.weight";
+  }
   // [first, end) element offsets in the flat buffers of block l's parameters (l < L), or of
   // the final norm and untied head (l = L): the table adds each block's tensors together,
   // between the embeddings and the final norm.

@@ -60,10 +60,6 @@ ModelOptions resolved(const ModelOptions& o) {
   return r;
 }
 
-bool is_moe_layer(const ModelOptions& o, int layer) {
-  return o.moe_experts > 0 && o.moe_every > 0 && (layer + 1) % o.moe_every == 0;
-}
-
 namespace {
 
 // Adds tensors whole, or as tensor-parallel rank tp.rank's piece (tensor_parallel.h).

@@ -88,7 +88,5 @@ void init_params(const ParamTable& table, uint64_t seed, float* host);
 
 // Options with every 0 default resolved (kv_heads, ffn_hidden).
 ModelOptions resolved(const ModelOptions& o);
-// Is block `layer` (0-based) a mixture-of-experts block?
-bool is_moe_layer(const ModelOptions& o, int layer);
 
 }  // namespace partrain::engine::model

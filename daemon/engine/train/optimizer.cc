@@ -1,9 +1,12 @@
 // AdamW, clipping and the learning-rate schedule.
 #include "engine/train/optimizer.h"
 
+
 #include <algorithm>
 #include <cmath>
 #include <vector>
+
+#include "engine/train/grad_norm.h"
 
 namespace partrain::engine::train {
 
@@ -54,40 +57,8 @@ void AdamW::reload_master() {
 }
 
 OptimizerStepStats AdamW::step(float lr) {
-  Backend& be = model_->backend();
-  // The rank's range of the flat buffer: all of it, or its ZeRO shard [first, last).
-  const model::ShardOptions& shard = model_->shard();
-  const bool sharded = shard.stage > 0;
-  const int64_t first = sharded ? shard.begin : 0;
-  const int64_t last = sharded ? shard.end : model_->num_params();
-  const Tensor grads = model_->shard_grads();
-  // The global norm: a shard's sum of squares, summed over the data-parallel group. Under
-  // expert parallelism (no ZeRO, no tp) see below. Under
-  // tensor parallelism each split tensor's piece counts on its rank and a replicated one
-  // on tp rank 0 only, summed over the tensor-parallel group.
-  const model::TensorOptions& tp = model_->tensor();
-  double sum_squares = 0.0;
-  if (model_->expert().size > 1) {
-    // Expert parallel: the experts' squares summed over the ep group (each expert lives on
-    // one of its ranks), the replicated rest counted once.
-    double experts = 0.0;
-    for (const model::ParamSpec& v : model_->table().specs()) {
-      const double sq = be.sum_squares(grads.slice(v.offset, {v.numel()}));
-      (v.expert ? experts : sum_squares) += sq;
-    }
-    if (model_->expert_comm() != nullptr) experts = model_->expert_comm()->sum(experts);
-    sum_squares += experts;
-  } else if (tp.size == 1) {
-    sum_squares = be.sum_squares(grads.slice(0, {last - first}));
-  } else {
-    for (const model::ParamSpec& v : model_->table().specs()) {
-      const int64_t lo = std::max(first, v.offset), hi = std::min(last, v.offset + v.numel());
-      if (lo < hi && (v.split() || tp.rank == 0)) sum_squares += be.sum_squares(grads.slice(lo - first, {hi - lo}));
-    }
-  }
-  if (sharded && model_->shard_comm() != nullptr) sum_squares = model_->shard_comm()->sum(sum_squares);
-  if (tp.size > 1 && model_->tensor_comm() != nullptr) sum_squares = model_->tensor_comm()->sum(sum_squares);
-  return step(lr, static_cast<float>(std::sqrt(sum_squares)));
+  const GradSquares sq = local_grad_squares(*model_);
+  return step(lr, static_cast<float>(std::sqrt(sq.dense + sq.experts)));
 }
 
 OptimizerStepStats AdamW::step(float lr, float grad_norm) {

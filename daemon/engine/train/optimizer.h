@@ -1,8 +1,7 @@
 // AdamW over a model's parameter table, with global-norm gradient clipping and the
 // learning-rate schedule (linear warm-up, then cosine decay to min_lr). Under ZeRO
 // (model->shard().stage >= 1) it keeps the moments (and master weights) of the rank's shard
-// only, steps model->shard_params() with model->shard_grads(), and takes the clipping norm
-// over the whole model by summing the shards' squares through model->shard_comm().
+// only and steps model->shard_params() with model->shard_grads().
 #pragma once
 
 #include <cstdint>
@@ -35,13 +34,15 @@ class AdamW {
   AdamW(const AdamW&) = delete;
   AdamW& operator=(const AdamW&) = delete;
 
-  // One step with learning rate `lr` on the accumulated gradients: clip to grad_clip by the
-  // global norm (PyTorch's clip_grad_norm_: scale = min(1, clip / (norm + 1e-6))),
-  // then bias-corrected AdamW with decoupled weight decay, none on norms and biases.
-  OptimizerStepStats step(float lr);
-  // The same with the global norm computed by the caller (a pipeline stage: the norm over
-  // every stage); clips to grad_clip by it.
+  // One step with learning rate `lr` on the accumulated gradients: clip to grad_clip by
+  // `grad_norm`, the global norm of the whole model's gradient (PyTorch's clip_grad_norm_:
+  // scale = min(1, clip / (norm + 1e-6))), then bias-corrected AdamW with decoupled weight
+  // decay, none on norms and biases. The trainer computes the norm over every rank
+  // (grad_norm.h).
   OptimizerStepStats step(float lr, float grad_norm);
+  // The same for a model trained alone on one rank (tests, tools): the norm of its own
+  // gradient.
+  OptimizerStepStats step(float lr);
   int64_t steps_taken() const { return t_; }
   // Checkpointing: the first and second moments (flat, table layout, F32) and the step
   // count t that bias correction uses; a restore writes the moments and sets t.

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "partrain/plugin_sdk.h"
+#include "partrain/data_sdk.h"
 
 namespace {
 

@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "partrain/plugin_sdk.h"
+#include "partrain/data_sdk.h"
 
 #ifndef PARTRAIN_ZERO_STAGE
 #error "build with -DPARTRAIN_ZERO_STAGE=1, 2 or 3"

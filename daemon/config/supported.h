@@ -1,0 +1,22 @@
+// What this version of partrain runs, decided once, before any worker starts: the agent
+// (partraind, `partrain run --nproc`) calls it after validate_layout, and the worker calls it
+// again as a guard. Each refusal is one line naming the combination and the fix (exit 2).
+//
+// The table, as of this version:
+//   cp > 1                         not run yet (the context-parallel runtime)
+//   ep with tp, ep with zeroN      not run yet
+//   zeroN with pp                  not run yet
+//   tp, pp on [job] device = cuda  not run yet (GPU ranks run plain dp)
+// A schedule that splits backward (ZB-H1) with recompute, MoE or tp is refused when the
+// schedule is built (worker/pipeline_plan.h), the only check that needs the plugin.
+#pragma once
+
+#include "common/status.h"
+#include "config/job_config.h"
+#include "layout/layout.h"
+
+namespace partrain::config {
+
+Status check_supported(const JobConfig& job, const Layout& layout);
+
+}  // namespace partrain::config

@@ -1,0 +1,92 @@
+// One optimizer step's numbers, as the loop writes them to metrics.jsonl and the step line.
+// Every layout fills the same struct: a parallel axis adds its collectives with
+// StepMetrics::add_comm, the pipeline its bubble, the store its save stall.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "engine/backend.h"
+
+namespace partrain::engine::train {
+
+// The parallel axes whose collectives a step reports, in metrics.jsonl order; the names
+// are the key prefixes (`dp_comm_ms`, `dp_exposed_ms`, ...). An axis joins by adding its
+// collectives with StepMetrics::add_comm.
+enum class CommAxis { kDp, kTp, kPp, kEp, kCp };
+inline constexpr int kNumCommAxes = 5;
+inline const char* comm_axis_name(CommAxis a) {
+  constexpr const char* kNames[kNumCommAxes] = {"dp", "tp", "pp", "ep", "cp"};
+  return kNames[static_cast<int>(a)];
+}
+
+// One axis' collectives in a step. comm_ms: the time they took (dp: first started to last
+// finished; tp: the time inside them); exposed_ms: the part this rank waited for them,
+// not hidden behind compute (<= comm_ms).
+struct AxisComm {
+  double comm_ms = 0, exposed_ms = 0;
+  int collectives = 0;
+};
+
+struct StepMetrics {
+  int64_t step = 0;        // 1-based
+  double loss = 0;         // mean over the global batch (cross-entropy + MoE aux)
+  float lr = 0;
+  float grad_norm = 0;     // before clipping
+  int64_t tokens = 0;      // tokens trained on so far, this step included
+  double step_ms = 0, fwd_ms = 0, bwd_ms = 0, opt_ms = 0;
+  double data_ms = 0;      // reading the step's samples (the data-loading share of step_ms)
+  // The layout's degrees, for the keys that only a parallel run writes.
+  int dp = 1, tp = 1, pp = 1, ep = 1;
+  // Collectives of the step, per axis and in total: comm_ms, exposed_ms and collectives
+  // are the sums over the axes (add_comm keeps them so).
+  std::array<AxisComm, kNumCommAxes> axes{};
+  double comm_ms = 0, exposed_ms = 0;
+  int collectives = 0;
+  void add_comm(CommAxis a, double comm, double exposed, int count) {
+    AxisComm& x = axes[static_cast<size_t>(a)];
+    x.comm_ms += comm;
+    x.exposed_ms += exposed;
+    x.collectives += count;
+    comm_ms += comm;
+    exposed_ms += exposed;
+    collectives += count;
+  }
+  // Pipeline (pp > 1): the measured bubble, 1 - sum(busy) / (pp x makespan) over the stages'
+  // action timelines.
+  double bubble_share = 0;
+  // A checkpoint saved after this step: how long training waited for it and how fast
+  // its shard was written (0 when none).
+  double save_stall_ms = 0;
+  double save_mb_per_s = 0;
+  // Throughput of the step: tokens/s of the job and per rank, and the model FLOPs
+  // utilisation (0 when the run has no FLOP count or peak; see RunOptions).
+  double tokens_per_s = 0, tokens_per_s_per_rank = 0, mfu = 0;
+  // MoE models only (experts > 0): the step's routing over the global batch (the hooks
+  // sum it over the groups): kept (token, expert) rows per [MoE block][expert], the
+  // choices dropped beyond capacity, and the mean auxiliary loss (part of `loss`).
+  std::vector<int64_t> expert_tokens;
+  int64_t dropped_tokens = 0;
+  double aux_loss = 0;
+  int experts = 0;  // E, to print expert_tokens per block; 0 for a dense model
+  // This rank's peak bytes per memory category so far (engine/backend.h MemoryStats).
+  std::array<size_t, kNumMemCategories> peak_bytes{};
+};
+
+// One metrics.jsonl line (no trailing newline). The collective fields only when the run is
+// parallel or some axis had collectives, `<axis>_comm_ms` / `<axis>_exposed_ms` only for
+// the axes that had some, `pp` and `bubble_share` only when pp > 1.
+std::string metrics_json(const StepMetrics& m);
+// The step line's tail after its throughput: the bubble, MoE routing, collective time and
+// its exposed part per axis, checkpoint stall; "" when there is none.
+std::string step_summary(const StepMetrics& m);
+// Opens metrics.jsonl for a run resumed after step `resumed_at` (0: a fresh run): keeps the
+// lines of the steps up to it and drops those a crash left after it, so the file reads as
+// one uninterrupted run.
+Status open_metrics(const std::string& path, int64_t resumed_at, std::ofstream* out);
+
+}  // namespace partrain::engine::train

@@ -1,0 +1,77 @@
+// The collectives of one optimizer step for every layout, as the trainer's StepHooks
+// (engine/train/step_hooks.h): one rank's tp, ep, pp and dp/ZeRO strategies together, in
+// the order every rank of a group issues them.
+//
+//   begin_step          the data plugin's step_begin
+//   block/part ready    gradient ranges to the data plugin as backward finishes them (stage
+//                       0/1; ZeRO-2/3 models hand their segments over themselves), so a full
+//                       bucket is all-reduced while the blocks below are still in backward
+//   sync_grads          the data plugin finishes (dp: averaged over the dp group, which links
+//                       one tp coordinate of one stage); the experts' gradients summed over
+//                       the expert-dp group and scaled 1/dp (each already holds every ep
+//                       rank's tokens); GPT-2's tied wte summed between the first and last
+//                       stage; the MoE routing summed over pp and dp
+//   reduce_loss         the stop flag agreed over tp (max); loss and flag summed over pp (the
+//                       last stage has the cross-entropy, every stage its aux losses); the
+//                       loss averaged over dp
+//   reduce_norm         experts' squares over ep, the shards' over dp (ZeRO), the pieces' over
+//                       tp, the stages' over pp (grad_norm.h says who counts what)
+//   after_step          ZeRO-1/2 gather the updated shards; the step's collective times
+//
+// Batch weighting: each rank scales its micro-batches 1/m (m = grad_accum), the dp average
+// makes it 1/(m dp) = b/G per micro-batch, the one-rank weighting.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "common/status.h"
+#include "engine/train/step_hooks.h"
+#include "engine/train/trainer.h"
+#include "worker/data_plugin_comm.h"
+#include "worker/device_comm.h"
+#include "worker/expert_plugin_comm.h"
+#include "worker/tensor_plugin_comm.h"
+#include "worker/zero_comm.h"
+
+namespace partrain::worker {
+
+// What one rank's step drives, each null where its axis has one rank.
+struct ParallelAxes {
+  DataPluginComm* data = nullptr;      // dp > 1: the data plugin (dp, zeroN)
+  ZeroComm* zero = nullptr;            // ZeRO stage >= 1: the model's ShardComm
+  TensorPluginComm* tensor = nullptr;  // tp > 1
+  ExpertPluginComm* expert = nullptr;  // ep > 1
+  comm::Communicator* tp = nullptr;    // tp > 1: the tp group (the stop flag)
+  comm::Communicator* pp = nullptr;    // pp > 1: losses, norm, routing, the tied embedding
+  HostReducer* dp_values = nullptr;    // dp > 1: small host arrays over the dp group
+  int dp = 1;
+};
+
+class ParallelHooks final : public engine::train::StepHooks {
+ public:
+  ParallelHooks(engine::train::Trainer& trainer, const ParallelAxes& axes);
+
+  Status begin_step(int64_t step) override;
+  Status block_grads_ready(int part, int layer) override;
+  Status part_grads_ready(int part) override;
+  Status sync_grads(engine::train::StepMetrics* m) override;
+  Status reduce_loss(double* loss, bool* stop) override;
+  Status reduce_norm(const engine::train::GradSquares& local, double* total) override;
+  Status after_step(engine::train::StepMetrics* m) override;
+
+ private:
+  int stage() const { return a_.data->plan().stage; }
+  engine::model::Model& model(int part) { return *trainer_.parts()[static_cast<size_t>(part)].model; }
+  Status hand_over(int part, size_t tensor);
+  Status sum_tied_embeddings();
+  Status reduce_moe_stats(engine::train::StepMetrics* m);
+
+  engine::train::Trainer& trainer_;
+  ParallelAxes a_;
+  std::vector<int64_t> offsets_;             // per part: where its gradients start in the plugin's view
+  std::vector<std::vector<bool>> handed_;    // per part and tensor: given to the plugin this step
+};
+
+}  // namespace partrain::worker

@@ -1,0 +1,60 @@
+// See strategies.h.
+#include "worker/strategies.h"
+
+#include <cstdlib>
+
+#include <fmt/format.h>
+
+#include "common/log.h"
+#include "worker/device_comm.h"
+
+namespace partrain::worker {
+namespace {
+
+// Finds plugin `name` of family P and its table; every load failure is the user's to fix.
+template <typename P>
+Result<Loaded<P>> load(const std::string& dir, const std::string& name, const config::JobConfig& job, bool log) {
+  Result<std::unique_ptr<P>> p = P::find(dir, name);
+  if (!p) return Status::invalid(p.status().message());
+  Loaded<P> out;
+  out.plugin = std::move(p).value();
+  const plugin::PluginInfo& info = out.plugin->info();
+  if (auto it = job.plugin_tables.find(info.name); it != job.plugin_tables.end()) out.config = it->second;
+  if (log) log::info("worker", "{} plugin {} {} from {}", info.family, info.name, info.version, info.path);
+  return out;
+}
+
+}  // namespace
+
+Result<Strategies> load_strategies(const config::JobConfig& job, const Layout& layout,
+                                   const std::string& plugin_dir, bool log) {
+  Strategies s;
+  if (layout.tp() > 1) {
+    Result<Loaded<plugin::TensorPlugin>> t = load<plugin::TensorPlugin>(plugin_dir, "tp", job, log);
+    if (!t) return t.status();
+    s.tensor = std::move(t).value();
+  }
+  if (layout.ep() > 1) {
+    Result<Loaded<plugin::ExpertPlugin>> e = load<plugin::ExpertPlugin>(plugin_dir, "ep", job, log);
+    if (!e) return e.status();
+    s.expert = std::move(e).value();
+  }
+  if (layout.dp() > 1) {
+    std::string name = job.parallelism.zero > 0 ? fmt::format("zero{}", job.parallelism.zero) : "dp";
+    if (const char* v = std::getenv("PARTRAIN_DATA_PLUGIN"); v != nullptr && *v != '\0') name = v;
+    Result<Loaded<plugin::DataPlugin>> d = load<plugin::DataPlugin>(plugin_dir, name, job, log);
+    if (!d) return d.status();
+    const plugin::PluginInfo& info = d->plugin->info();
+    if (info.family != "data") {
+      return Status::invalid(fmt::format("{}: is a {} plugin; the data-parallel strategy needs a data plugin",
+                                         info.path, info.family));
+    }
+    // GPU ranks hand it device memory: only a plugin that takes it (PARTRAIN_CAP_CUDA), checked
+    // before any GPU is touched.
+    PARTRAIN_RETURN_IF_ERROR(check_plugin_memory(job.device, info.capabilities, info.name, info.path));
+    s.data = std::move(d).value();
+  }
+  return s;
+}
+
+}  // namespace partrain::worker
