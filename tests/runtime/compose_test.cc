@@ -70,6 +70,13 @@ INSTANTIATE_TEST_SUITE_P(
         // 7 layers: the cost-balanced split puts 4 blocks with the embedding, 3 with the head.
         Case{"gpt2_7layers_pp2", "gpt2", "pp2", 2, {kSevenLayers, kMicroBatch2},
              "pp rank 1: stage 1 = blocks 4-6 + head"},
+        // ZeRO inside pipeline stages: each stage's state sharded over its own dp group.
+        Case{"gpt2_pp2_dp2_zero1", "gpt2", "pp2,dp2,zero1", 4, {kMicroBatch2}},
+        Case{"gpt2_pp2_dp2_zero2", "gpt2", "pp2,dp2,zero2", 4, {kMicroBatch2}},
+        Case{"gpt2_pp2_dp2_zero3", "gpt2", "pp2,dp2,zero3", 4, {kMicroBatch2}},
+        Case{"llama_pp2_dp2_zero3_interleaved2", "llama", "pp2,dp2,zero3,sched=interleaved:2", 4,
+             {{"layers = 2", "layers = 4"}, kMicroBatch2}},
+        Case{"gpt2_tp2_pp2_dp2_zero1", "gpt2", "tp2,pp2,dp2,zero1", 8, {kMicroBatch2}},
         Case{"llama_7layers_pp4_stage_layers", "llama", "pp4", 4,
              {kSevenLayers, kMicroBatch2, {"seed = 1337", "seed = 1337\n[parallelism]\nstage_layers = [1, 2, 3, 1]"}},
              "pp rank 2: stage 2 = blocks 3-5,"}),
