@@ -423,6 +423,19 @@ Status view_to_f32(const TensorView& t, float* out) {
   return Status::ok();
 }
 
+Status view_range_to_f32(const TensorView& t, int64_t begin, int64_t end, float* dst) {
+  const size_t size = info_of(t.dtype).bytes;
+  if (begin < 0 || end < begin || static_cast<size_t>(end) * size > t.bytes) {
+    return Status::invalid(fmt::format("tensor '{}': elements [{}, {}) are outside its {} bytes", t.name, begin,
+                                       end, t.bytes));
+  }
+  TensorView part = t;
+  part.data = t.data + static_cast<size_t>(begin) * size;
+  part.bytes = static_cast<size_t>(end - begin) * size;
+  part.shape = {end - begin};
+  return view_to_f32(part, dst);
+}
+
 Result<std::vector<float>> to_f32(const SafeTensor& t) {
   std::vector<float> out(t.bytes.size() / info_of(t.dtype).bytes);
   PARTRAIN_RETURN_IF_ERROR(view_to_f32(view_of(t), out.data()));
