@@ -87,6 +87,9 @@ Result<planner::RunSeries> read_run(const std::string& dir) {
     if (!dp) return dp.status();
     Result<double> world = field(*line, "world", false, *dp, where);
     if (!world) return world.status();
+    Result<double> val = field(*line, "val_loss", false, -1, where);
+    if (!val) return val.status();
+    if (*val >= 0) s.val_loss = *val;
     s.steps.push_back(static_cast<int64_t>(*step));
     s.loss.push_back(*loss);
     s.step_ms.push_back(*ms);
@@ -195,12 +198,14 @@ int run_report(const ReportArgs& a) {
       char buf[256];
       std::snprintf(buf, sizeof buf,
                     ",\"ranks\":%d,\"tokens_per_step\":%.0f,\"step_ms\":%.6g,\"tokens_per_s\":%.6g,"
-                    "\"speedup\":%.6g,\"efficiency\":%.6g,\"final_loss\":%.6g}",
+                    "\"speedup\":%.6g,\"efficiency\":%.6g,\"final_loss\":%.6g",
                     r.ranks, r.tokens_per_step, r.step_ms, r.tokens_per_s, r.speedup, r.efficiency,
                     r.final_loss);
       out += std::string(i ? "," : "") + "{\"name\":";
       engine::io::append_json_string(r.name, &out);
       out += buf;
+      if (r.final_val_loss >= 0) out += fmt::format(",\"final_val_loss\":{:.6g}", r.final_val_loss);
+      out += "}";
     }
     std::printf("%s]}\n", out.c_str());
     return kExitOk;
@@ -212,13 +217,14 @@ int run_report(const ReportArgs& a) {
                          : "mixed: neither the global batch nor the tokens per rank agree; "
                            "speedup and efficiency compare throughput only";
   std::printf("partrain report: %zu run(s), %s\n", runs.size(), what);
-  std::printf("%-24s %8s %12s %10s %14s %9s %11s %11s\n", "run", "ranks", "tokens/step", "step",
-              "tokens/s", "speedup", "efficiency", "final loss");
+  std::printf("%-24s %8s %12s %10s %14s %9s %11s %11s %9s\n", "run", "ranks", "tokens/step", "step",
+              "tokens/s", "speedup", "efficiency", "final loss", "val loss");
   for (const planner::ScalingRow& r : report->rows) {
-    std::printf("%-24s %8s %12s %10s %14s %8.2fx %10.1f%% %11.4f\n", r.name.c_str(),
+    const std::string val = r.final_val_loss >= 0 ? fmt::format("{:.4f}", r.final_val_loss) : "-";
+    std::printf("%-24s %8s %12s %10s %14s %8.2fx %10.1f%% %11.4f %9s\n", r.name.c_str(),
                 plural(r.ranks, "rank").c_str(), human_count(r.tokens_per_step).c_str(),
                 human_ms(r.step_ms).c_str(), human_count(r.tokens_per_s).c_str(), r.speedup,
-                100 * r.efficiency, r.final_loss);
+                100 * r.efficiency, r.final_loss, val.c_str());
   }
   std::printf("plot: %s\n", a.svg.c_str());
   return kExitOk;

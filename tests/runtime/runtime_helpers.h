@@ -140,17 +140,13 @@ inline double field(const std::string& json, const std::string& key) {
   return std::stod(m[1].str());
 }
 
-// A copy of example job `job` in `dir` with its data path made absolute and `extra` (TOML)
-// appended; returns the copy's path.
+// A copy of example job `job` in `dir` with its data paths (training and validation shards)
+// made absolute and `extra` (TOML) appended; returns the copy's path.
 inline std::string job_copy(const std::string& job, const std::string& dir, const std::string& name,
                             const std::string& extra) {
   std::string text = slurp(job);
-  const std::string data = "\"data/licenses_train.bin\"";
-  const size_t at = text.find(data);
-  EXPECT_NE(at, std::string::npos) << job;
-  if (at != std::string::npos) {
-    text.replace(at, data.size(), "\"" + fs::path(job).parent_path().string() + "/data/licenses_train.bin\"");
-  }
+  EXPECT_NE(text.find("\"data/"), std::string::npos) << job;
+  text = std::regex_replace(text, std::regex("\"data/"), "\"" + fs::path(job).parent_path().string() + "/data/");
   const std::string path = dir + "/" + name;
   std::ofstream(path) << text << "\n" << extra << "\n";
   return path;
