@@ -315,6 +315,7 @@ std::vector<WorkerSpec> worker_specs(const AgentOptions& o, const ResolvedJob& r
     if (o.steps > 0) w.env.emplace_back("PARTRAIN_STEPS", std::to_string(o.steps));
     if (!o.device.empty()) w.env.emplace_back("PARTRAIN_DEVICE", o.device);
     if (!o.trace.empty()) w.env.emplace_back("PARTRAIN_TRACE", o.trace);
+    if (!o.init.empty()) w.env.emplace_back("PARTRAIN_INIT", o.init);
     w.env.emplace_back("PARTRAIN_MODEL_FLOPS_PER_TOKEN", fmt::format("{}", rj.acct.model_flops_per_token));
     w.env.emplace_back("PARTRAIN_PEAK_FLOPS_PER_RANK", fmt::format("{}", rj.acct.peak_flops_per_rank));
     specs.push_back(std::move(w));

@@ -6,16 +6,21 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
 
 #include "cli/commands.h"
 #include "common/exit_codes.h"
 #include "cli/fail.h"
+#include "cli/model_source.h"
+#include "common/units.h"
 #include "engine/io/json.h"
 #include "planner/scaling.h"
 
@@ -94,6 +99,9 @@ Result<planner::RunSeries> read_run(const std::string& dir) {
     if (!dp) return dp.status();
     Result<double> world = field(*line, "world", false, *dp, where);
     if (!world) return world.status();
+    Result<double> val = field(*line, "val_loss", false, -1, where);
+    if (!val) return val.status();
+    if (*val >= 0) s.val_loss = *val;
     s.steps.push_back(static_cast<int64_t>(*step));
     s.loss.push_back(*loss);
     s.step_ms.push_back(*ms);
@@ -112,6 +120,71 @@ Result<planner::RunSeries> read_run(const std::string& dir) {
 }
 
 
+// The model a run trained, from its newest checkpoint: each weight tensor's name and
+// shape, whatever layout wrote it. Empty when the run has no checkpoint to read.
+struct ModelShape {
+  std::map<std::string, std::vector<int64_t>> tensors;
+  int64_t params = 0;
+};
+
+std::optional<ModelShape> model_shape(const std::string& dir) {
+  auto o = open_run(dir);
+  if (!o) return std::nullopt;
+  auto c = pick_checkpoint(*o, -1);
+  if (!c) return std::nullopt;
+  ModelShape m;
+  for (const auto& p : (*c)->pieces) {
+    if (p.spec.role != store::Role::kWeight || m.tensors.count(p.spec.tensor)) continue;
+    m.tensors[p.spec.tensor] = p.spec.shape;
+    int64_t n = 1;
+    for (int64_t d : p.spec.shape) n *= d;
+    m.params += n;
+  }
+  return m;
+}
+
+std::string shape_text(const std::vector<int64_t>& s) {
+  std::string t;
+  for (size_t i = 0; i < s.size(); ++i) t += (i ? " x " : "") + std::to_string(s[i]);
+  return "[" + t + "]";
+}
+
+// Speedup between two models means nothing: runs must have trained the same one.
+Status check_same_model(const std::vector<std::string>& dirs) {
+  std::optional<ModelShape> first;
+  std::string first_dir;
+  for (const auto& dir : dirs) {
+    auto m = model_shape(dir);
+    if (!m) {
+      std::fprintf(stderr, "partrain: %s has no checkpoint, so report cannot check that it "
+                           "trained the same model as the others\n", dir.c_str());
+      continue;
+    }
+    if (!first) {
+      first = std::move(m);
+      first_dir = dir;
+      continue;
+    }
+    std::string diff;
+    for (const auto& [name, shape] : first->tensors) {
+      auto it = m->tensors.find(name);
+      if (it == m->tensors.end()) diff = fmt::format("{} has no tensor '{}'", dir, name);
+      else if (it->second != shape)
+        diff = fmt::format("'{}' is {} in {} and {} in {}", name, shape_text(shape), first_dir,
+                           shape_text(it->second), dir);
+      if (!diff.empty()) break;
+    }
+    for (const auto& [name, shape] : m->tensors)
+      if (diff.empty() && !first->tensors.count(name)) diff = fmt::format("{} has no tensor '{}'", first_dir, name);
+    if (!diff.empty())
+      return Status::invalid(fmt::format(
+          "report: {} and {} trained different models ({}-parameter and {}-parameter; {}); "
+          "report compares runs of one job on different layouts", first_dir, dir,
+          human_count(static_cast<double>(first->params)), human_count(static_cast<double>(m->params)), diff));
+  }
+  return Status::ok();
+}
+
 int run_report(const ReportArgs& a) {
   std::vector<planner::RunSeries> runs;
   for (const std::string& dir : a.runs) {
@@ -119,6 +192,7 @@ int run_report(const ReportArgs& a) {
     if (!r) return fail(r.status());
     runs.push_back(std::move(r).value());
   }
+  if (Status s = check_same_model(a.runs); !s) return fail(s);
   Result<planner::ScalingReport> report = planner::scaling_report(runs);
   if (!report) return fail(report.status());
   {
@@ -136,12 +210,14 @@ int run_report(const ReportArgs& a) {
       char buf[256];
       std::snprintf(buf, sizeof buf,
                     ",\"ranks\":%d,\"tokens_per_step\":%.0f,\"step_ms\":%.6g,\"tokens_per_s\":%.6g,"
-                    "\"speedup\":%.6g,\"efficiency\":%.6g,\"final_loss\":%.6g}",
+                    "\"speedup\":%.6g,\"efficiency\":%.6g,\"final_loss\":%.6g",
                     r.ranks, r.tokens_per_step, r.step_ms, r.tokens_per_s, r.speedup, r.efficiency,
                     r.final_loss);
       out += std::string(i ? "," : "") + "{\"name\":";
       engine::io::append_json_string(r.name, &out);
       out += buf;
+      if (r.final_val_loss >= 0) out += fmt::format(",\"final_val_loss\":{:.6g}", r.final_val_loss);
+      out += "}";
     }
     std::printf("%s]}\n", out.c_str());
     return kExitOk;
@@ -153,12 +229,14 @@ int run_report(const ReportArgs& a) {
                          : "mixed: neither the global batch nor the tokens per rank agree; "
                            "speedup and efficiency compare throughput only";
   std::printf("partrain report: %zu run(s), %s\n", runs.size(), what);
-  std::printf("%-24s %6s %14s %12s %14s %9s %11s %11s\n", "run", "ranks", "tokens/step", "step ms",
-              "tokens/s", "speedup", "efficiency", "final loss");
+  std::printf("%-24s %8s %12s %10s %14s %9s %11s %11s %9s\n", "run", "ranks", "tokens/step", "step",
+              "tokens/s", "speedup", "efficiency", "final loss", "val loss");
   for (const planner::ScalingRow& r : report->rows) {
-    std::printf("%-24s %6d %14.0f %12.2f %14.0f %8.2fx %10.1f%% %11.4f\n", r.name.c_str(), r.ranks,
-                r.tokens_per_step, r.step_ms, r.tokens_per_s, r.speedup, 100 * r.efficiency,
-                r.final_loss);
+    const std::string val = r.final_val_loss >= 0 ? fmt::format("{:.4f}", r.final_val_loss) : "-";
+    std::printf("%-24s %8s %12s %10s %14s %8.2fx %10.1f%% %11.4f %9s\n", r.name.c_str(),
+                plural(r.ranks, "rank").c_str(), human_count(r.tokens_per_step).c_str(),
+                human_ms(r.step_ms).c_str(), human_count(r.tokens_per_s).c_str(), r.speedup,
+                100 * r.efficiency, r.final_loss, val.c_str());
   }
   std::printf("plot: %s\n", a.svg.c_str());
   return kExitOk;

@@ -1,9 +1,9 @@
 // `partrain run` and `partrain export`: single-rank training and weight export.
 //
-//   partrain run JOB.toml [--steps N] [--init FILE.safetensors] [--save FILE.safetensors]
+//   partrain run JOB.toml [--steps N] [--init FILE.safetensors|DIR] [--save FILE.safetensors]
 //                [--device cpu|cuda|cuda:N] [--partrain SPEC] [--nproc N] [--trace STEPS]
 //                [--resume auto|never|STEP]
-//   partrain export JOB.toml [--from FILE.safetensors] -o OUT.safetensors
+//   partrain export JOB.toml [--from FILE.safetensors] -o OUT.safetensors | --hf DIR [--tokenizer F...]
 //
 // run trains on one rank, printing one line per step and writing <run_dir>/metrics.jsonl
 // (one JSON object per step: step, loss, lr, grad_norm, tokens, step_ms, fwd_ms, bwd_ms,
@@ -33,6 +33,7 @@
 #include "cli/commands.h"
 #include "common/exit_codes.h"
 #include "cli/fail.h"
+#include "cli/model_source.h"
 #include "common/log.h"
 #include "common/stop_signal.h"
 #include "common/trace.h"
@@ -59,14 +60,15 @@ namespace engine = partrain::engine;
 struct RunArgs {
   std::string job;
   int64_t steps = 0;
-  std::string init, save, spec, trace, hardware;
+  std::string init, save, spec, trace, hardware, hardware_dir;
   std::string device;  // "" = [job] device
   std::string resume;  // "" = [checkpoint] resume
   int nproc = 0;  // > 0: the local agent with this many worker ranks
 };
 
 struct ExportArgs {
-  std::string job, from, output;
+  std::string job, from;
+  ExportTarget target;
 };
 
 
@@ -97,9 +99,9 @@ Status check_single_rank(const config::JobConfig& job, const std::string& cli_sp
 
 // --nproc N: one local partraind agent (standalone) running N worker ranks.
 int run_local_agent(const RunArgs& a) {
-  if (!a.init.empty() || !a.save.empty()) {
-    return fail(Status::invalid("--nproc: --init and --save are not available with --nproc yet; "
-                                "run one rank for them (no --nproc)"));
+  if (!a.save.empty()) {
+    return fail(Status::invalid("--nproc: --save needs one rank; on several, export a checkpoint instead: "
+                                "partrain ckpt export RUN_DIR --job JOB.toml --hf DIR"));
   }
   // The workers' device (over [job] device): the agent passes it to every worker.
   if (!a.device.empty() && a.device != "cpu" && a.device != "cuda") {
@@ -140,6 +142,7 @@ int run_local_agent(const RunArgs& a) {
   o.resume = a.resume;
   o.trace = a.trace;
   o.hardware = a.hardware;
+  o.init = a.init;
   return agent::run_agent(o);
 }
 
@@ -163,6 +166,8 @@ void log_restart_count() {
 }
 
 int run_train(const RunArgs& a) {
+  // --hardware-dir reaches load_hardware here and in the workers as PARTRAIN_HARDWARE_DIR.
+  if (!a.hardware_dir.empty()) ::setenv("PARTRAIN_HARDWARE_DIR", a.hardware_dir.c_str(), 1);
   if (!a.trace.empty()) {
     if (Result<trace::StepSet> steps = trace::StepSet::parse(a.trace); !steps) return fail(steps.status());
   }
@@ -182,11 +187,11 @@ int run_train(const RunArgs& a) {
   o.name = job->name;
   o.run_dir = job->run_dir;
   o.device = a.device.empty() ? job->device : a.device;
+  o.precision = job->precision;
   Result<planner::RunAccounting> acct = planner::run_accounting(job->model, o.device, a.hardware);
   if (!acct) return fail(acct.status());
   o.model_flops_per_token = acct->model_flops_per_token;
   o.peak_flops_per_rank = acct->peak_flops_per_rank;
-  o.init_path = a.init;
   o.save_path = a.save;
   if (a.steps > 0) o.train.steps = a.steps;
   o.progress_bar = isatty(STDOUT_FILENO) != 0;
@@ -208,11 +213,14 @@ int run_train(const RunArgs& a) {
   if (!t) return fail(t.status());
   if (*resume) {
     const store::Checkpoint& c = **resume;
-    if (!o.init_path.empty()) {
-      log::warn("store", "--init {} is not used: the run resumes from its checkpoint of step {}", o.init_path,
+    if (!a.init.empty()) {
+      log::warn("store", "--init {} is not used: the run resumes from its checkpoint of step {}", a.init,
                 c.state.step);
     }
     if (Status s = store::restore_trainer(**t, (*coord)->store().root(), c, nullptr, true); !s) return fail(s);
+  } else if (!a.init.empty()) {
+    if (Status s = store::init_from_hf(**t, a.init, nullptr); !s) return fail(s);
+    log::info("engine", "starting from the weights of {}", a.init);
   }
   LocalCommitter committer(coord->get());
   store::SaverOptions so;
@@ -237,9 +245,8 @@ int run_export(const ExportArgs& a) {
   if (!a.from.empty()) {
     if (Status s = engine::model::load_hf(**m, a.from); !s) return fail(s);
   }
-  if (Status s = engine::model::save_hf(**m, a.output); !s) return fail(s);
-  std::printf("wrote %s: %lld parameters in %zu tensors (Hugging Face names)\n", a.output.c_str(),
-              static_cast<long long>((*m)->num_params()), (*m)->table().specs().size());
+  if (Status s = write_export(**m, a.target, a.from.empty() ? "initial weights" : a.from); !s)
+    return fail(s);
   return kExitOk;
 }
 
@@ -255,9 +262,10 @@ void register_run(CLI::App& app, CommandResult* result) {
   run->add_option("--steps", args->steps, "optimizer steps (overrides [training] steps)")
       ->check(CLI::PositiveNumber);
   run->add_option("--init", args->init,
-                  "start from these weights (safetensors, Hugging Face names, e.g. from "
-                  "--save or `partrain export`)")
-      ->check(CLI::ExistingFile);
+                  "start from these Hugging Face weights (a .safetensors file, or a model folder with "
+                  "sharded files and their index, e.g. from --save, `partrain export` or `partrain ckpt "
+                  "export --hf`); on any layout, each rank reads only its slices")
+      ->check(CLI::ExistingPath);
   run->add_option("--save", args->save,
                   "write the final weights here (safetensors, Hugging Face names)");
   run->add_option("--device", args->device,
@@ -276,6 +284,10 @@ void register_run(CLI::App& app, CommandResult* result) {
   run->add_option("--hardware", args->hardware,
                   "hardware profile for the step line's MFU (a name such as H100-SXM or a .toml "
                   "file, as for `partrain plan`); default: cpu on CPU ranks, none on GPUs");
+  run->add_option("--hardware-dir", args->hardware_dir,
+                  "folder of hardware profiles for --hardware NAME (default: $PARTRAIN_HARDWARE_DIR, "
+                  "else the installed ones), as for `partrain plan`")
+      ->check(CLI::ExistingDirectory);
   run->add_option("--trace", args->trace,
                   "write a Chrome/Perfetto trace of these steps per rank to "
                   "<run_dir>/trace/rank-R.json (e.g. 5-7; merge with `partrain trace merge`)");
@@ -288,7 +300,7 @@ void register_run(CLI::App& app, CommandResult* result) {
   exp->add_option("job", eargs->job, "job file (TOML)")->required()->check(CLI::ExistingFile);
   exp->add_option("--from", eargs->from, "weights to convert (safetensors)")
       ->check(CLI::ExistingFile);
-  exp->add_option("-o,--output", eargs->output, "output file (.safetensors)")->required();
+  add_export_options(exp, &eargs->target);
   exp->callback([eargs, result] { result->exit_code = run_export(*eargs); });
 }
 

@@ -17,6 +17,8 @@ struct Context {
   int64_t step = -1;
   Level level = Level::kInfo;
   bool level_from_env_read = false;
+  std::mutex out_mu;   // orders the writes of log lines, printed lines and the status line
+  std::string status;  // drawn last on stdout; "" = none
 };
 
 Context& context() {
@@ -36,20 +38,26 @@ const char* level_name(Level l) {
 
 std::string utc_now() {
   using namespace std::chrono;
-  return utc_timestamp(duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count());
+  auto now = system_clock::now();
+  std::time_t secs = system_clock::to_time_t(now);
+  auto ms = duration_cast<milliseconds>(now.time_since_epoch()).count() % 1000;
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z", tm.tm_year + 1900, tm.tm_mon + 1,
+                     tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ms);
+}
+
+// Under out_mu: erases the status line (the cursor is at its end), or redraws it.
+void erase_status(const Context& c) {
+  if (!c.status.empty()) std::fputs("\r\033[K", stdout), std::fflush(stdout);
+}
+void draw_status(const Context& c) {
+  if (!c.status.empty()) std::fputs(c.status.c_str(), stdout), std::fflush(stdout);
 }
 
 std::atomic<Forward> g_forward{nullptr};
 
 }  // namespace
-
-std::string utc_timestamp(int64_t unix_ms) {
-  const std::time_t secs = static_cast<std::time_t>(unix_ms / 1000);
-  std::tm tm{};
-  gmtime_r(&secs, &tm);
-  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z", tm.tm_year + 1900, tm.tm_mon + 1,
-                     tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, unix_ms % 1000);
-}
 
 void forward_to(Forward forward) { g_forward.store(forward); }
 
@@ -108,7 +116,29 @@ void write(Level l, std::string_view subsystem, std::string_view message) {
   line += " | ";
   line += message;
   line += '\n';
+  std::lock_guard lock(c.out_mu);
+  erase_status(c);
   std::fwrite(line.data(), 1, line.size(), stderr);
+  std::fflush(stderr);
+  draw_status(c);
+}
+
+void set_status_line(std::string line) {
+  auto& c = context();
+  std::lock_guard lock(c.out_mu);
+  erase_status(c);
+  c.status = std::move(line);
+  draw_status(c);
+}
+
+void print_line(std::string_view text) {
+  auto& c = context();
+  std::lock_guard lock(c.out_mu);
+  erase_status(c);
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  std::fputc('\n', stdout);
+  std::fflush(stdout);
+  draw_status(c);
 }
 
 }  // namespace partrain::log

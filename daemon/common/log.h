@@ -34,8 +34,12 @@ void write(Level level, std::string_view subsystem, std::string_view message);
 using Forward = void (*)(Level level, std::string_view subsystem, std::string_view message);
 void forward_to(Forward forward);
 
-// "2026-11-29T18:50:01.123Z": UTC with milliseconds, as every log line starts.
-std::string utc_timestamp(int64_t unix_ms);
+// A status line (the progress bar with its ETA) kept as the terminal's last line: it is
+// drawn on stdout, erased before every log line or print_line and drawn again after it, so
+// neither overwrites the other. Only for a terminal: "" (the default) draws nothing.
+void set_status_line(std::string line);
+// `text` (one line, no newline) on stdout, above the status line.
+void print_line(std::string_view text);
 
 template <typename... Args>
 void debug(std::string_view subsystem, fmt::format_string<Args...> f, Args&&... args) {

@@ -6,6 +6,7 @@
 //   cp > 1                         not run yet (the context-parallel runtime)
 //   ep with tp, ep with zeroN      not run yet
 //   tp, pp on [job] device = cuda  not run yet (GPU ranks run plain dp)
+//   [job] precision = "bf16" on CPU ranks with tp, ep, pp or zeroN: not run yet
 // A schedule that splits backward (ZB-H1) with recompute, MoE or tp is refused when the
 // schedule is built (worker/pipeline_plan.h), the only check that needs the plugin.
 #pragma once

@@ -19,6 +19,7 @@
 
 namespace partrain::engine {
 class Backend;
+enum class DType : uint8_t;  // engine/backend.h
 }
 namespace partrain::comm {
 class Communicator;
@@ -34,7 +35,8 @@ struct CudaModule {
   // The module's logger sends its lines to the host's (common/log.h forward_to).
   void (*init_log)(log::Forward forward, log::Level level);
   bool (*device_available)();
-  Result<std::unique_ptr<engine::Backend>> (*make_backend)(int ordinal);
+  // The CUDA backend on device `ordinal` with `storage` weights and activations.
+  Result<std::unique_ptr<engine::Backend>> (*make_backend)(int ordinal, engine::DType storage);
   // nullptr when the toolkit the module was built with had no NCCL.
   Result<std::unique_ptr<comm::Communicator>> (*create_nccl)(const comm::GroupSpec& spec, comm::RendezvousClient& store,
                                                              const comm::NcclOptions& options);

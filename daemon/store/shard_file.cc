@@ -12,7 +12,7 @@
 #include <fmt/format.h>
 
 #include "engine/io/atomic_file.h"
-#include "store/crc32c.h"
+#include "common/crc32c.h"
 #include "store/fault.h"
 
 namespace partrain::store {

@@ -8,7 +8,7 @@
 #include <rocksdb/options.h>
 #include <rocksdb/write_batch.h>
 
-#include "store/crc32c.h"
+#include "common/crc32c.h"
 #include "store/store_lock.h"
 #include "store/shard_file.h"
 

@@ -170,6 +170,7 @@ Status run(const std::string& job_path, const std::atomic<bool>* stop) {
   r.ckpt_root = store::checkpoint_root(job->checkpoint.dir, job->run_dir);
   r.committer = &committer;
   r.resume = *resume ? &**resume : nullptr;
+  r.init = env("PARTRAIN_INIT");
   return train(r);
 }
 

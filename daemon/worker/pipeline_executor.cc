@@ -229,4 +229,33 @@ Status PipelineExecutor::run(train::Trainer& trainer, train::StepMetrics* m, dou
   return Status::ok();
 }
 
+// Every rank walks the same global order (micro-batch j, stages 0 .. S-1) and does its own
+// stages of it, receiving each input from the stage before and sending each output to the
+// stage after; a send's peer is always at the matching receive, so waiting for each
+// transfer cannot deadlock. Forward-only with nothing to overlap, evaluation is one
+// micro-batch in flight: its cost is eval_batches x S stage forwards, not a schedule's.
+Status PipelineExecutor::evaluate(train::Trainer& trainer, int count, double* ce) {
+  trainer_ = &trainer;
+  const int stages = shape_.stages();
+  for (int j = 0; j < count; ++j) {
+    const engine::model::MicroBatch batch = trainer.read_eval_batch(j);
+    for (int stage = 0; stage < stages; ++stage) {
+      if (shape_.rank_of(stage) != pp_->rank()) continue;
+      engine::model::Model& mod = model(shape_.chunk_of(stage));
+      if (stage > 0) {
+        PARTRAIN_RETURN_IF_ERROR(
+            pp_->recv(mod.stage_input(0).ptr<float>(), count_, shape_.rank_of(stage - 1), kTagActivation)->wait());
+      }
+      Result<engine::model::LossParts> parts = mod.forward(batch, 0);
+      if (!parts) return parts.status();
+      *ce += parts->ce;  // 0 but on the last stage
+      if (stage + 1 < stages) {
+        PARTRAIN_RETURN_IF_ERROR(
+            pp_->send(mod.stage_output(0).ptr<float>(), count_, shape_.rank_of(stage + 1), kTagActivation)->wait());
+      }
+    }
+  }
+  return Status::ok();
+}
+
 }  // namespace partrain::worker

@@ -115,18 +115,18 @@ inline std::map<int, pid_t> started_workers(const Proc& agent, const std::string
   return pids;
 }
 
-// Two runs' loss trajectories (metrics.jsonl) agree within 1e-5 relative at every one of
-// `steps` steps, and the reference really trains; prints the largest relative difference
-// under `label`.
+// Two runs' loss trajectories (metrics.jsonl) agree within `tolerance` relative (1e-5 unless
+// said) at every one of `steps` steps, and the reference really trains; prints the largest
+// relative difference under `label`.
 inline void expect_same_losses(const std::string& ref_metrics, const std::string& got_metrics,
-                               int steps, const std::string& label) {
+                               int steps, const std::string& label, double tolerance = 1e-5) {
   const std::vector<double> ref = losses(ref_metrics);
   const std::vector<double> got = losses(got_metrics);
   ASSERT_EQ(ref.size(), static_cast<size_t>(steps));
   ASSERT_EQ(got.size(), ref.size());
   double worst = 0;
   for (size_t i = 0; i < ref.size(); ++i) {
-    EXPECT_LE(std::fabs(got[i] - ref[i]), 1e-5 * std::fabs(ref[i]))
+    EXPECT_LE(std::fabs(got[i] - ref[i]), tolerance * std::fabs(ref[i]))
         << label << " step " << i + 1 << ": " << got[i] << " vs one rank " << ref[i];
     worst = std::max(worst, std::fabs(got[i] - ref[i]) / std::fabs(ref[i]));
   }
@@ -157,17 +157,13 @@ inline double field(const std::string& json, const std::string& key) {
   return std::stod(m[1].str());
 }
 
-// A copy of example job `job` in `dir` with its data path made absolute and `extra` (TOML)
-// appended; returns the copy's path.
+// A copy of example job `job` in `dir` with its data paths (training and validation shards)
+// made absolute and `extra` (TOML) appended; returns the copy's path.
 inline std::string job_copy(const std::string& job, const std::string& dir, const std::string& name,
                             const std::string& extra) {
   std::string text = slurp(job);
-  const std::string data = "\"data/licenses_train.bin\"";
-  const size_t at = text.find(data);
-  EXPECT_NE(at, std::string::npos) << job;
-  if (at != std::string::npos) {
-    text.replace(at, data.size(), "\"" + fs::path(job).parent_path().string() + "/data/licenses_train.bin\"");
-  }
+  EXPECT_NE(text.find("\"data/"), std::string::npos) << job;
+  text = std::regex_replace(text, std::regex("\"data/"), "\"" + fs::path(job).parent_path().string() + "/data/");
   const std::string path = dir + "/" + name;
   std::ofstream(path) << text << "\n" << extra << "\n";
   return path;

@@ -95,9 +95,7 @@ class FaultMatrix : public ::testing::Test {
   std::string job(const std::string& name, const std::string& extra = "") {
     const std::string src = std::string(PARTRAIN_SOURCE_DIR) + "/etc/examples/" + example_;
     std::string text = slurp(src);
-    const std::string data = "\"data/licenses_train.bin\"";
-    text.replace(text.find(data), data.size(),
-                 "\"" + std::string(PARTRAIN_SOURCE_DIR) + "/etc/examples/data/licenses_train.bin\"");
+    text = std::regex_replace(text, std::regex("\"data/"), "\"" + std::string(PARTRAIN_SOURCE_DIR) + "/etc/examples/data/");
     if (const size_t at = text.find("every = 0"); at != std::string::npos) {
       text.replace(at, 9, "every = 4\n" + extra);
     } else {

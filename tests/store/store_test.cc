@@ -14,7 +14,7 @@
 #include <gtest/gtest.h>
 
 #include "store/coordinator.h"
-#include "store/crc32c.h"
+#include "common/crc32c.h"
 #include "store/manifest.h"
 #include "store/shard_file.h"
 #include "store/state_store.h"

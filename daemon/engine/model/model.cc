@@ -622,12 +622,12 @@ uint64_t Model::dropout_offset() const {
 }
 
 void Model::dropout(const Tensor& t, int layer, int site) {
-  if (o_.dropout <= 0.0f) return;
+  if (o_.dropout <= 0.0f || !batch_.train) return;
   be_->dropout_forward(t, t, o_.dropout, dropout_key(layer, site), dropout_offset());
 }
 
 Tensor Model::dropout_grad(const Tensor& dout, int layer, int site) {
-  if (o_.dropout <= 0.0f) return dout;
+  if (o_.dropout <= 0.0f || !batch_.train) return dout;
   const Tensor d = ract(dbranch_);
   be_->zero(d);
   be_->dropout_backward(d, dout, o_.dropout, dropout_key(layer, site), dropout_offset());

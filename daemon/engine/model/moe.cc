@@ -125,7 +125,7 @@ void Model::moe_forward(int l, MoeState& s, const Tensor& x, const Tensor& out) 
     s.frac[static_cast<size_t>(e)] = chosen[static_cast<size_t>(e)] / (static_cast<double>(N) * k);
     aux += s.frac[static_cast<size_t>(e)] * (mean_p[static_cast<size_t>(e)] / N);
   }
-  if (!recomputing_) {
+  if (!recomputing_ && batch_.train) {
     aux_loss_ += static_cast<float>(o_.moe_aux_loss_coef * E * aux);
     // The step's routing statistics: kept rows per (MoE block, expert), dropped choices.
     const size_t first = static_cast<size_t>(moe_index(l)) * E;

@@ -6,8 +6,6 @@
 
 #include <fmt/format.h>
 
-#include "common/log.h"
-
 namespace partrain::engine::train {
 
 namespace {
@@ -19,9 +17,10 @@ bool parallel(const StepMetrics& m) { return m.dp > 1 || m.tp > 1 || m.pp > 1 ||
 std::string metrics_json(const StepMetrics& m) {
   // {} prints the shortest text that reads back to the same float: metrics are exact.
   std::string line = fmt::format(
-      "{{\"step\":{},\"loss\":{},\"lr\":{},\"grad_norm\":{},\"tokens\":{},\"step_ms\":{:.3f},"
+      "{{\"step\":{},\"loss\":{},\"lr\":{},\"grad_norm\":{},\"tokens\":{},\"step_ms\":{:.3f},\"time\":{:.3f},"
       "\"fwd_ms\":{:.3f},\"bwd_ms\":{:.3f},\"opt_ms\":{:.3f},\"data_ms\":{:.3f}",
-      m.step, m.loss, m.lr, m.grad_norm, m.tokens, m.step_ms, m.fwd_ms, m.bwd_ms, m.opt_ms, m.data_ms);
+      m.step, m.loss, m.lr, m.grad_norm, m.tokens, m.step_ms, m.time, m.fwd_ms, m.bwd_ms, m.opt_ms, m.data_ms);
+  if (m.val_loss >= 0) line += fmt::format(",\"val_loss\":{}", m.val_loss);
   if (m.save_stall_ms > 0) {
     line += fmt::format(",\"save_stall_ms\":{:.3f},\"save_mb_s\":{:.1f}", m.save_stall_ms, m.save_mb_per_s);
   }
@@ -62,7 +61,6 @@ std::string metrics_json(const StepMetrics& m) {
     }
   }
   if (m.pp > 1) line += fmt::format(",\"pp\":{},\"bubble_share\":{:.4f}", m.pp, m.bubble_share);
-  if (m.unix_ms > 0) line += fmt::format(",\"time\":\"{}\"", log::utc_timestamp(m.unix_ms));
   return line + "}";
 }
 
@@ -95,20 +93,46 @@ std::string step_summary(const StepMetrics& m) {
   return out;
 }
 
+Status write_tensorboard(metrics::TbWriter& tb, const StepMetrics& m) {
+  auto put = [&](const std::string& tag, double value) { return tb.scalar(tag, m.step, static_cast<float>(value), m.time); };
+  PARTRAIN_RETURN_IF_ERROR(put("train/loss", m.loss));
+  if (m.val_loss >= 0) PARTRAIN_RETURN_IF_ERROR(put("val/loss", m.val_loss));
+  PARTRAIN_RETURN_IF_ERROR(put("train/lr", m.lr));
+  PARTRAIN_RETURN_IF_ERROR(put("train/grad_norm", m.grad_norm));
+  PARTRAIN_RETURN_IF_ERROR(put("perf/tokens_per_s", m.tokens_per_s));
+  PARTRAIN_RETURN_IF_ERROR(put("perf/step_ms", m.step_ms));
+  if (m.mfu > 0) PARTRAIN_RETURN_IF_ERROR(put("perf/mfu", m.mfu));
+  for (int c = 0; c < kNumMemCategories; ++c) {
+    PARTRAIN_RETURN_IF_ERROR(put(std::string("memory/peak_mib/") + mem_category_name(static_cast<MemCategory>(c)),
+                                 static_cast<double>(m.peak_bytes[static_cast<size_t>(c)]) / (1 << 20)));
+  }
+  for (int a = 0; a < kNumCommAxes; ++a) {
+    const AxisComm& x = m.axes[static_cast<size_t>(a)];
+    if (x.collectives == 0) continue;
+    const std::string name = comm_axis_name(static_cast<CommAxis>(a));
+    PARTRAIN_RETURN_IF_ERROR(put("comm/" + name + "_ms", x.comm_ms));
+    PARTRAIN_RETURN_IF_ERROR(put("comm/" + name + "_exposed_ms", x.exposed_ms));
+  }
+  if (m.experts > 0) {
+    PARTRAIN_RETURN_IF_ERROR(put("moe/aux_loss", m.aux_loss));
+    PARTRAIN_RETURN_IF_ERROR(put("moe/dropped_tokens", static_cast<double>(m.dropped_tokens)));
+  }
+  if (m.pp > 1) PARTRAIN_RETURN_IF_ERROR(put("pp/bubble_share", m.bubble_share));
+  return tb.flush();
+}
+
 Status open_metrics(const std::string& path, int64_t resumed_at, std::ofstream* out) {
   std::error_code ec;
   const bool restart = std::filesystem::file_size(path, ec) > 0 && !ec;
   out->open(path, std::ios::app);
   if (!*out) return Status::io_error(path + ": cannot open for appending");
   if (restart) {
-    const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
-                            std::chrono::system_clock::now().time_since_epoch()).count();
-    *out << fmt::format("{{\"event\":\"restart\",\"resumed_at_step\":{},\"time\":\"{}\"}}\n", resumed_at,
-                        log::utc_timestamp(now));
+    // The same wall clock as the step lines' `time`: seconds since the Unix epoch.
+    const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    *out << fmt::format("{{\"event\":\"restart\",\"resumed_at_step\":{},\"time\":{:.3f}}}\n", resumed_at, now);
     out->flush();
   }
   return Status::ok();
 }
-
 
 }  // namespace partrain::engine::train

@@ -11,6 +11,7 @@
 
 #include "common/status.h"
 #include "engine/backend.h"
+#include "metrics/tb_writer.h"
 
 namespace partrain::engine::train {
 
@@ -34,7 +35,9 @@ struct AxisComm {
 
 struct StepMetrics {
   int64_t step = 0;        // 1-based
+  double time = 0;         // wall clock at the step's end, seconds since the Unix epoch
   double loss = 0;         // mean over the global batch (cross-entropy + MoE aux)
+  double val_loss = -1;    // validation cross-entropy after this step; < 0: not evaluated
   float lr = 0;
   float grad_norm = 0;     // before clipping
   int64_t tokens = 0;      // tokens trained on so far, this step included
@@ -75,21 +78,23 @@ struct StepMetrics {
   int experts = 0;  // E, to print expert_tokens per block; 0 for a dense model
   // This rank's peak bytes per memory category so far (engine/backend.h MemoryStats).
   std::array<size_t, kNumMemCategories> peak_bytes{};
-  // Wall-clock time the step ended, ms since the Unix epoch (0: not taken).
-  int64_t unix_ms = 0;
 };
 
-// One metrics.jsonl line (no trailing newline). The collective fields only when the run is
+// One metrics.jsonl line (no trailing newline), its wall-clock `time` included. The collective fields only when the run is
 // parallel or some axis had collectives, `<axis>_comm_ms` / `<axis>_exposed_ms` only for
-// the axes that had some, `pp` and `bubble_share` only when pp > 1; last, the wall-clock
-// `time` of the step's end (ISO 8601, UTC, ms, as log lines start) when unix_ms is set.
+// the axes that had some, `pp` and `bubble_share` only when pp > 1.
 std::string metrics_json(const StepMetrics& m);
 // The step line's tail after its throughput: the bubble, MoE routing, collective time and
 // its exposed part per axis, checkpoint stall; "" when there is none.
 std::string step_summary(const StepMetrics& m);
+// The step's scalars as TensorBoard plots them (train/loss, train/lr, train/grad_norm,
+// perf/tokens_per_s, perf/mfu, perf/step_ms, memory/peak_mib/<category>, comm/<axis>_ms and
+// comm/<axis>_exposed_ms, moe/aux_loss and moe/dropped_tokens, pp/bubble_share).
+Status write_tensorboard(metrics::TbWriter& tb, const StepMetrics& m);
 // Opens metrics.jsonl for appending: nothing an earlier start wrote is ever rewritten. When
-// the file already holds lines, this start first appends a restart marker,
-//   {"event":"restart","resumed_at_step":20,"time":"2026-01-31T12:00:00.000Z"}
+// the file already holds lines, this start first appends a restart marker with the same
+// wall-clock `time` as the step lines (seconds since the Unix epoch),
+//   {"event":"restart","resumed_at_step":20,"time":1769860800.000}
 // and a reader takes the lines of steps after 20 written before the marker (a crash's,
 // after its last checkpoint) as replaced by the lines that follow it.
 Status open_metrics(const std::string& path, int64_t resumed_at, std::ofstream* out);
