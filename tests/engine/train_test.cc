@@ -81,6 +81,7 @@ TEST(Trainer, SameRunTwiceGivesBitIdenticalMetrics) {
   const std::string shard = write_shard("det.bin", 4000);
   const std::string a = testing::TempDir() + "/run_a", b = testing::TempDir() + "/run_b";
   for (const std::string& dir : {a, b}) {
+    std::filesystem::remove_all(dir);  // a fresh run: metrics.jsonl is only ever appended to
     RunOptions o = tiny_run(shard, dir);
     o.model.moe_experts = 2;  // routing included
     auto t = Trainer::create(o);
