@@ -7,10 +7,12 @@
 #include <fcntl.h>
 #include <signal.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <thread>
 #include <regex>
+#include <sstream>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -66,8 +68,20 @@ TEST_F(Resume, ALargerStepsKeepsTheLearningRateScheduleItStartedWith) {
   EXPECT_EQ(column(metrics("run"), "loss"), column(metrics("ref"), "loss"));
   // The file kept the first 12 lines, then a restart marker.
   const std::string text = slurp(metrics("run"));
-  EXPECT_NE(text.find("{\"event\":\"restart\",\"resumed_at_step\":12,\"time\":\""), std::string::npos);
-  EXPECT_NE(text.find("\"time\":\"20"), std::string::npos) << "no wall-clock time on the step lines";
+  EXPECT_NE(text.find("{\"event\":\"restart\",\"resumed_at_step\":12,\"time\":"), std::string::npos);
+  // Every line, the marker too, carries the wall clock, seconds since the epoch, within the
+  // last hour.
+  const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  static const std::regex kTime("\"time\":([0-9]+\\.[0-9]{3})");
+  std::istringstream lines(text);
+  int timed = 0;
+  for (std::string line; std::getline(lines, line);) {
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(line, m, kTime)) << "no wall-clock time: " << line;
+    EXPECT_NEAR(std::stod(m[1].str()), now, 3600.0) << line;
+    ++timed;
+  }
+  EXPECT_EQ(timed, 17);  // 12 + the marker + 4
 }
 
 // SIGUSR1 (sbatch --signal=USR1@SECONDS): every worker saves at the next step boundary and
