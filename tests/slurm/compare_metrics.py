@@ -5,7 +5,8 @@
 
 Every step of GOT must have the reference's line for the same step, with equal values of
 every field that does not measure time or speed (loss, lr, grad_norm, tokens, dp,
-collectives, peak_mib): the runs are deterministic, so equal means equal, not close. GOT's
+collectives, peak_mib; val_loss where both evaluated, as a run also evaluates at its own
+last step): the runs are deterministic, so equal means equal, not close. GOT's
 steps, after its restart markers (a resumed run's lines replace those a crash left), must
 follow each other without a gap. --last N: GOT must end at step N. Prints one line saying
 what matched.
@@ -59,6 +60,10 @@ def main(argv):
         if want is None:
             sys.exit(f"{argv[2]}: step {r['step']} is not in the reference {argv[1]}")
         keys = {k for k in set(r) | set(want) if not is_timing(k)}
+        # val_loss is an evaluation, not the trajectory: a run evaluates at its own last step
+        # (--steps), which the reference may run past; where both evaluated, they must agree.
+        if ("val_loss" in r) != ("val_loss" in want):
+            keys.discard("val_loss")
         diff = [k for k in sorted(keys) if r.get(k) != want.get(k)]
         if diff:
             detail = ", ".join(f"{k} {r.get(k)!r} vs {want.get(k)!r}" for k in diff)
