@@ -19,6 +19,7 @@
 #include "comm/rendezvous/server.h"
 #include "plugin/expert_loader.h"
 #include "plugin/list.h"
+#include "plugin/plugin_folder.h"
 #include "plugin/schedule_loader.h"
 #include "worker/expert_plugin_comm.h"
 
@@ -104,26 +105,16 @@ TEST(EpPlugin, AllToAllWithZeroCountsOverThreeRanks) {
   }
 }
 
-class ExpertLoaderTest : public ::testing::Test {
+class ExpertLoaderTest : public partrain::testing::PluginFolderTest {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/partrain_expert_loader_XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-    ASSERT_EQ(::chmod(dir_.c_str(), 0755), 0);
+  // The shipped plugin NAME.so of the build tree.
+  static std::string built(const std::string& name) {
+    return std::string(PARTRAIN_BUILD_PLUGINDIR) + "/" + name + ".so";
   }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string install(const std::string& plugin, const std::string& file) {
-    const std::string to = dir_ + "/" + file;
-    fs::copy_file(std::string(PARTRAIN_BUILD_PLUGINDIR) + "/" + plugin + ".so", to);
-    EXPECT_EQ(::chmod(to.c_str(), 0755), 0);
-    return to;
-  }
-  std::string dir_;
 };
 
 TEST_F(ExpertLoaderTest, EpLoadsAsAnExpertPluginAndRefusalsNameTheFix) {
-  install("ep", "ep.so");
+  install(built("ep"), "ep.so");
   Result<std::unique_ptr<plugin::ExpertPlugin>> p = plugin::ExpertPlugin::find(dir_, "ep");
   ASSERT_TRUE(p) << p.status().message();
   EXPECT_EQ((*p)->info().family, "expert");
@@ -133,7 +124,7 @@ TEST_F(ExpertLoaderTest, EpLoadsAsAnExpertPluginAndRefusalsNameTheFix) {
   ASSERT_EQ(list->size(), 1u);
   EXPECT_TRUE((*list)[0].status) << (*list)[0].status.message();
   EXPECT_EQ((*list)[0].info.family, "expert");
-  const std::string dp = install("dp", "dp.so");
+  const std::string dp = install(built("dp"), "dp.so");
   Result<std::unique_ptr<plugin::ExpertPlugin>> bad = plugin::ExpertPlugin::find(dir_, "dp");
   ASSERT_FALSE(bad);
   EXPECT_EQ(bad.status().message(), dp + ": refused: missing symbol partrain_expert_v1; export it "

@@ -19,10 +19,8 @@
 
 namespace {
 
-using namespace partrain::testing_runtime;
+using namespace partrain::testing;
 
-const std::string kMoe = std::string(PARTRAIN_SOURCE_DIR) + "/etc/examples/moe-tiny.toml";
-const std::string kLlama = std::string(PARTRAIN_SOURCE_DIR) + "/etc/examples/llama-tiny.toml";
 constexpr int kSteps = 20;
 
 // moe-tiny (or, for `llama`, llama-tiny given the same experts: SwiGLU experts, untied head)
@@ -56,12 +54,12 @@ void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 
 class EpPpMatchesOneRank : public Runtime, public ::testing::WithParamInterface<Case> {};
 
-// The reference is `partrain run` on one rank (the engine's trainer, every expert local).
+// The reference is `partrain run` on one rank (the engine's trainer, every expert local),
+// trained once for all the cases with the same job.
 TEST_P(EpPpMatchesOneRank, OverTwentySteps) {
   const Case c = GetParam();
   const std::string job = moe_pp_job(dir_, c.layers, c.capacity, "", c.llama);
-  Proc one = start({PARTRAIN_CLI, "run", job, "--steps", std::to_string(kSteps)}, env("one"), dir_, "one");
-  ASSERT_EQ(wait_exit(one.pid), 0) << slurp(one.err);
+  const ReferenceRun one = one_rank(job, kSteps);  // once for all the cases with this job
   const std::string spec = std::string("--partrain=") + c.spec;
   Proc p = start({PARTRAIN_CLI, "run", job, spec, "--nproc", std::to_string(c.nproc), "--steps",
                   std::to_string(kSteps)}, env("eppp"), dir_, "eppp");
@@ -69,7 +67,7 @@ TEST_P(EpPpMatchesOneRank, OverTwentySteps) {
   const std::string err = slurp(p.err);
   EXPECT_NE(err.find("expert plugin ep "), std::string::npos) << err;
   EXPECT_NE(err.find("), checked; stage partition:"), std::string::npos) << err;
-  const std::string ref = dir_ + "/one/metrics.jsonl", got = dir_ + "/eppp/metrics.jsonl";
+  const std::string ref = one.metrics, got = dir_ + "/eppp/metrics.jsonl";
   expect_same_losses(ref, got, kSteps, std::string(c.name) + " " + spec);
   const long long dropped = expect_same_routing(ref, got, c.name);
   std::printf("%s: %lld tokens dropped over %d steps, on one rank and on %s\n", c.name, dropped, kSteps, c.spec);
@@ -120,8 +118,7 @@ INSTANTIATE_TEST_SUITE_P(
 // depend on the total steps.)
 TEST_F(Runtime, EpPipelineCheckpointsResumeOnOtherLayouts) {
   const std::string job = moe_pp_job(dir_, 4, "1.0", "[checkpoint]\nevery = 5\n");
-  Proc ref = start({PARTRAIN_CLI, "run", job, "--steps", std::to_string(kSteps)}, env("ref"), dir_, "ref");
-  ASSERT_EQ(wait_exit(ref.pid), 0) << slurp(ref.err);
+  const ReferenceRun ref = one_rank(job, kSteps);
   struct Leg {
     std::string spec, nproc, steps, says;
   };
@@ -135,8 +132,8 @@ TEST_F(Runtime, EpPipelineCheckpointsResumeOnOtherLayouts) {
     EXPECT_NE(slurp(p.err).find(leg.says), std::string::npos) << leg.spec << ": " << slurp(p.err);
   }
   const std::string label = "ep2,pp2,dp4 -> one rank -> ep2,pp2,dp2 interleaved:2 -> pp2,dp2";
-  expect_same_losses(dir_ + "/ref/metrics.jsonl", dir_ + "/ck/metrics.jsonl", kSteps, label);
-  expect_same_routing(dir_ + "/ref/metrics.jsonl", dir_ + "/ck/metrics.jsonl", label);
+  expect_same_losses(ref.metrics, dir_ + "/ck/metrics.jsonl", kSteps, label);
+  expect_same_routing(ref.metrics, dir_ + "/ck/metrics.jsonl", label);
 }
 
 }  // namespace
