@@ -69,13 +69,7 @@ TEST_P(EpPpMatchesOneRank, OverTwentySteps) {
   EXPECT_NE(err.find("), checked; stage partition:"), std::string::npos) << err;
   const std::string ref = one.metrics, got = dir_ + "/eppp/metrics.jsonl";
   expect_same_losses(ref, got, kSteps, std::string(c.name) + " " + spec);
-  const long long dropped = expect_same_routing(ref, got, c.name);
-  std::printf("%s: %lld tokens dropped over %d steps, on one rank and on %s\n", c.name, dropped, kSteps, c.spec);
-  if (c.drops) {
-    EXPECT_GT(dropped, 0) << "capacity " << c.capacity << " should drop tokens";
-  } else {
-    EXPECT_EQ(dropped, 0);
-  }
+  expect_drops(expect_same_routing(ref, got, c.name), c.drops, c.capacity, std::string(c.name) + " " + spec);
   // Every block's counts are there, not only the last stage's.
   const std::vector<std::string> tokens = column(got, "expert_tokens");
   ASSERT_FALSE(tokens.empty());

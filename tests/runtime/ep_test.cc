@@ -65,13 +65,7 @@ TEST_P(EpMatchesOneRank, OverTwentySteps) {
   EXPECT_NE(slurp(p.err).find("expert plugin ep "), std::string::npos) << slurp(p.err);
   const std::string ref = one.metrics, got = dir_ + "/ep/metrics.jsonl";
   expect_same_losses(ref, got, kSteps, std::string(c.name) + " " + spec);
-  const long long dropped = expect_same_routing(ref, got, c.name);
-  std::printf("%s: %lld tokens dropped over %d steps, on one rank and on %s\n", c.name, dropped, kSteps, c.spec);
-  if (c.drops) {
-    EXPECT_GT(dropped, 0) << "capacity " << c.capacity << " should drop tokens";
-  } else {
-    EXPECT_EQ(dropped, 0);
-  }
+  expect_drops(expect_same_routing(ref, got, c.name), c.drops, c.capacity, std::string(c.name) + " " + spec);
   // Each rank holds the replicated parameters and its E/ep experts, by hand (moe-tiny: V 256,
   // T 64, C 128, F 512, 2 blocks of 4 experts): wte + wpe + per block (ln_1, c_attn, c_proj,
   // ln_2, router) + ln_f, and per expert c_fc + c_proj with biases.

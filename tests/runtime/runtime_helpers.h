@@ -201,4 +201,15 @@ inline long long expect_same_routing(const std::string& ref, const std::string& 
   return dropped;
 }
 
+// Whether a capacity factor dropped tokens over a run (`dropped`, expect_same_routing's
+// count): some when `drops`, none otherwise; printed under `label`.
+inline void expect_drops(long long dropped, bool drops, const std::string& capacity, const std::string& label) {
+  std::printf("%s: %lld tokens dropped, on one rank and on this layout alike\n", label.c_str(), dropped);
+  if (drops) {
+    EXPECT_GT(dropped, 0) << label << ": capacity " << capacity << " should drop tokens";
+  } else {
+    EXPECT_EQ(dropped, 0) << label;
+  }
+}
+
 }  // namespace partrain::testing
