@@ -1,6 +1,7 @@
 // Ring-volume cost model (see cost_model.h for the formulas).
 #include "layout/cost_model.h"
 
+#include <utility>
 #include <vector>
 
 namespace partrain {
@@ -33,6 +34,20 @@ double all_reduce_edge(double size, size_t n, double factor = 2.0) {
 
 }  // namespace
 
+std::vector<std::vector<int>> gradient_groups(const Layout& layout, Axis axis) {
+  if (layout.cp() == 1) return layout.groups(axis);
+  std::vector<std::vector<int>> out;
+  for (const std::vector<int>& g : layout.groups(axis)) {
+    if (layout.coord(g.front()).cp != 0) continue;  // the same group as its cp peers'
+    std::vector<int> wide;
+    for (int r : g) {
+      for (int peer : layout.group(Axis::kCp, r)) wide.push_back(peer);
+    }
+    out.push_back(std::move(wide));
+  }
+  return out;
+}
+
 LinkBytes& LinkBytes::operator+=(const LinkBytes& o) {
   for (int c = 0; c < kNumLinkClasses; ++c) bytes[c] += o.bytes[c];
   return *this;
@@ -45,8 +60,9 @@ StepCost step_cost(const Layout& layout, const SlurmView& view, const Mapping& m
   const double pp = layout.pp();
   const double m = sizes.grad_accum;
   const double bpe = sizes.bytes_per_element;
-  const double activations = static_cast<double>(sizes.micro_batch) * sizes.seq_len *
-                             sizes.hidden * bpe;
+  const double activations = static_cast<double>(sizes.micro_batch) * sizes.seq_len /
+                             layout.cp() * sizes.hidden * bpe;
+  const double kv_hidden = sizes.kv_hidden > 0 ? sizes.kv_hidden : sizes.hidden;
   const double stage_layers = sizes.layers / pp;
   StepCost cost;
 
@@ -54,18 +70,18 @@ StepCost step_cost(const Layout& layout, const SlurmView& view, const Mapping& m
     count.ring(g, 4.0 * stage_layers * m * all_reduce_edge(activations, g.size()), &cost.tp);
   }
   for (const std::vector<int>& g : layout.groups(Axis::kCp)) {
-    const double kv_shard = 2.0 * activations / (layout.cp() * tp);
+    const double kv_shard = 2.0 * activations * kv_hidden / sizes.hidden / tp;
     const double passes = 3.0 * static_cast<double>(g.size() - 1);
     count.ring(g, stage_layers * m * passes * kv_shard, &cost.cp);
   }
   const double dp_factor = layout.spec().zero == 3 ? 3.0 : 2.0;
   const double dense_grads = sizes.params / (tp * pp) * bpe;
-  for (const std::vector<int>& g : layout.groups(Axis::kDp)) {
+  for (const std::vector<int>& g : gradient_groups(layout, Axis::kDp)) {
     count.ring(g, all_reduce_edge(dense_grads, g.size(), dp_factor), &cost.dp);
   }
   if (sizes.expert_params > 0) {
     const double expert_grads = sizes.expert_params / (tp * pp * layout.ep()) * bpe;
-    for (const std::vector<int>& g : layout.groups(Axis::kExpertDp)) {
+    for (const std::vector<int>& g : gradient_groups(layout, Axis::kExpertDp)) {
       count.ring(g, all_reduce_edge(expert_grads, g.size(), dp_factor), &cost.dp);
     }
   }

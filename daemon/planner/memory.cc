@@ -155,7 +155,9 @@ int moe_blocks(const ModelDims& m, int b0, int b1) {
 MemoryBreakdown stage_memory(const ModelDims& m, const PlanLayout& l, const Precision& prec,
                              double fragmentation, double reserved, int stage) {
   const ParamCounts pc = count_params(m);
-  const double tp = l.tp, ep = l.ep, dp = l.dp, edp = std::max(1, l.dp / l.ep);
+  // ZeRO shards over dp x cp: the cp ranks hold the same weights and reduce their
+  // gradients with dp in one group.
+  const double tp = l.tp, ep = l.ep, dp = l.dp * l.cp, edp = std::max(1, l.dp / l.ep) * l.cp;
   const double pb = prec.param_bytes, gb = prec.grad_bytes, ab = prec.act_bytes;
   const int v = l.pp > 1 ? std::max(1, l.virtual_stages) : 1, stages = l.pp * v;
   // The rank's chunks are pipeline stages c * pp + stage (c < v), each a stage model with
@@ -263,6 +265,13 @@ MemoryBreakdown stage_memory(const ModelDims& m, const PlanLayout& l, const Prec
     // micro-batch unless it is the first.
     if (l.pp > 1 && !has_head) ws += k * N * C * ab * seq;
     if (l.pp > 1 && !has_embed) ws += l.grad_accum * N * C * ab * seq;
+    // Context parallel, once per chunk: the ring keeps two K/V blocks in flight (the one
+    // in use and the one arriving) and, in backward, their gradients; the all-gather
+    // plugin holds every rank's K and V and, in backward, their gradients.
+    if (l.cp > 1) {
+      const double kv = 2 * N * std::max(m.KV / tp, 1.0) * m.head_dim() * ab;
+      ws += l.cp_impl == "allgather" ? 2 * l.cp * kv : 4 * kv;
+    }
   }
   // A tied embedding split over the first and last stage: each receives the other's
   // gradient of it to sum them (Megatron's embedding group).
@@ -275,7 +284,7 @@ MemoryBreakdown stage_memory(const ModelDims& m, const PlanLayout& l, const Prec
   // (Sequence parallel's gathered sequence and the pipeline's transfers are in the
   // workspace above.)
   double buffers = 0;
-  if (l.dp > 1 && l.zero < 3) buffers += 2 * std::min(kDpBucketBytes, (dense + expert) * 4);
+  if (l.dp * l.cp > 1 && l.zero < 3) buffers += 2 * std::min(kDpBucketBytes, (dense + expert) * 4);
   // (ZeRO-3's gathered and prefetched blocks are the weight slots above.)
   if (l.ep > 1 && moe_s > 0) buffers += 2 * S * C * ab;  // dispatch and combine
   mb.comm_buffers = buffers;
