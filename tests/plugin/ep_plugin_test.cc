@@ -21,6 +21,7 @@
 #include "plugin/list.h"
 #include "plugin/plugin_folder.h"
 #include "plugin/schedule_loader.h"
+#include "plugin/thread_ranks.h"
 #include "worker/expert_plugin_comm.h"
 
 namespace partrain::worker {
@@ -78,16 +79,10 @@ void run_rank(int rank, int port, const partrain_expert_v1_t* api, RankResult* o
 TEST(EpPlugin, AllToAllWithZeroCountsOverThreeRanks) {
   Result<std::unique_ptr<plugin::ExpertPlugin>> p = plugin::ExpertPlugin::find(PARTRAIN_BUILD_PLUGINDIR, "ep");
   ASSERT_TRUE(p) << p.status().message();
-  comm::RendezvousServerOptions so;
-  so.host = "127.0.0.1";
-  auto server = comm::RendezvousServer::start(kSecret, so);
-  ASSERT_TRUE(server.is_ok()) << server.status().message();
   std::array<RankResult, kRanks> results;
-  std::vector<std::thread> threads;
-  for (int r = 0; r < kRanks; ++r) {
-    threads.emplace_back(run_rank, r, (*server)->port(), (*p)->api(), &results[static_cast<size_t>(r)]);
-  }
-  for (std::thread& t : threads) t.join();
+  ASSERT_NO_FATAL_FAILURE(partrain::testing::run_thread_ranks(kRanks, kSecret, [&](int r, int port) {
+    run_rank(r, port, (*p)->api(), &results[static_cast<size_t>(r)]);
+  }));
   for (int r = 0; r < kRanks; ++r) {
     const RankResult& got = results[static_cast<size_t>(r)];
     ASSERT_TRUE(got.status.is_ok()) << "rank " << r << ": " << got.status.message();
