@@ -28,16 +28,9 @@ constexpr int kSteps = 20;
 std::string pp_job(const std::string& example, const std::string& dir, const std::string& name, int layers,
                    int micro_batch, const std::string& model = "", const std::string& extra = "") {
   const std::string path = job_copy(example, dir, name, extra);
-  std::string text = slurp(path);
-  auto replace = [&](const std::string& from, const std::string& to) {
-    const size_t at = text.find(from);
-    ASSERT_NE(at, std::string::npos) << from << " in " << example;
-    text.replace(at, from.size(), to);
-  };
-  replace("layers = 2", "layers = " + std::to_string(layers));
-  replace("micro_batch = 8", "micro_batch = " + std::to_string(micro_batch));
-  if (!model.empty()) replace("dropout = 0.0", model);
-  std::ofstream(path) << text;
+  edit_file(path, {{"layers = 2", "layers = " + std::to_string(layers)},
+                   {"micro_batch = 8", "micro_batch = " + std::to_string(micro_batch)}});
+  if (!model.empty()) edit_file(path, {{"dropout = 0.0", model}});
   return path;
 }
 

@@ -37,16 +37,9 @@ void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 // A copy of the example with its [model] edited: `model` replaces the dropout line of
 // tiny.toml, or the kv_heads line of llama-tiny.toml.
 std::string edited_copy(const Case& c, const std::string& dir, const std::string& name) {
-  const std::string job = std::string(c.job) == "gpt2" ? kTiny : kLlama;
-  const std::string path = job_copy(job, dir, name, c.table);
-  std::string text = slurp(path);
-  if (*c.model != '\0') {
-    const std::string anchor = std::string(c.job) == "gpt2" ? "dropout = 0.0" : "kv_heads = 2";
-    const size_t at = text.find(anchor);
-    EXPECT_NE(at, std::string::npos);
-    text.replace(at, anchor.size(), c.model);
-  }
-  std::ofstream(path) << text;
+  const bool gpt2 = std::string(c.job) == "gpt2";
+  const std::string path = job_copy(gpt2 ? kTiny : kLlama, dir, name, c.table);
+  if (*c.model != '\0') edit_file(path, {{gpt2 ? "dropout = 0.0" : "kv_heads = 2", c.model}});
   return path;
 }
 
