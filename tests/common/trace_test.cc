@@ -126,6 +126,7 @@ TEST_F(TraceTest, ASpanBegunInATracedStepIsKeptWhenItEndsAfterIt) {
     ++spans;
     EXPECT_EQ(text_of(e, "name"), "checkpoint write and commit");
     EXPECT_EQ(text_of(e, "tid"), "1");
+    EXPECT_EQ(text_of(*member(e, "args"), "step"), "1");  // the step it began in, not step 2
   }
   EXPECT_EQ(spans, 1);
 }
