@@ -2,10 +2,11 @@
 // uninterrupted run of the same job (one rank over 20 steps for tp2, tp4, tp2 x dp2, zero1
 // ...), and CTest runs every test in a process of its own, so the run is kept on disk in
 // the build tree and keyed by everything that decides its result: the job file's text, the
-// arguments, and the build (size and modification time of the CLI, the agent, the worker
-// and every plugin: a rebuild makes a new key). The first test that needs a run trains it
-// (another that needs it meanwhile waits on the key's lock); the rest read it back. Only
-// metrics.jsonl, stdout, stderr and the exit code are kept, not checkpoints.
+// arguments, and the build (size and modification time of the CLI, the agent, the worker,
+// every plugin, the site config and the example data: a rebuild makes a new key). The
+// first test that needs a run trains it (another that needs it meanwhile waits on the
+// key's lock); the rest read it back. Only a run that succeeded is kept, and of it only
+// metrics.jsonl, stdout and stderr, not its checkpoints.
 //
 //   const ReferenceRun one = reference_run(job, {"--steps", "20"});
 //   expect_same_losses(one.metrics, dir_ + "/tp/metrics.jsonl", 20, "tp2");
