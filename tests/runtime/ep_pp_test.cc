@@ -1,6 +1,6 @@
 // Expert parallelism inside pipeline stages (ep x pp x dp: worker/pipeline_executor with the
 // ep plugin on each stage's ep group): ep2 x pp2 on dp4 (8 ranks, expert-data-parallel
-// groups of 2) with 1F1B, ep2 x pp2 on dp2 with GPipe and with interleaved 1F1B (v = 2),
+// groups of 2) with 1F1B, ep2 x pp2 on dp2 with GPipe, ZB-H1 and interleaved 1F1B (v = 2),
 // and ep4 x pp2 on dp4 train exactly what one rank trains on etc/examples/moe-tiny.toml
 // (4 experts, top-2, micro-batches of 2, 20 steps; also a LLaMA MoE on ep2 x pp2 x dp4): the loss, the clipped norm and the aux
 // loss within 1e-5 relative, the per-block expert token counts (every stage's blocks, in
@@ -99,6 +99,8 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Case{"ep2_pp2_dp4_1f1b_dropping", "ep2,pp2,sched=1f1b", 8, 2, 2, "1.0", true},
                       Case{"ep2_pp2_dp4_1f1b", "ep2,pp2,sched=1f1b", 8, 2, 2, "2.0", false},
                       Case{"ep2_pp2_dp2_gpipe_dropping", "ep2,pp2,sched=gpipe", 4, 2, 2, "1.0", true},
+                      // ZB-H1: the experts' weight gradients in backward-input, the dense GEMMs split.
+                      Case{"ep2_pp2_dp2_zbh1_dropping", "ep2,pp2,sched=zbh1", 4, 2, 2, "1.0", true},
                       Case{"ep2_pp2_dp2_interleaved2_dropping", "ep2,pp2,sched=interleaved:2", 4, 4, 2, "1.0", true},
                       Case{"ep4_pp2_dp4_interleaved2_dropping", "ep4,pp2,sched=interleaved:2", 8, 4, 4, "1.0", true},
                       Case{"llama_ep2_pp2_dp4_dropping", "ep2,pp2", 8, 2, 2, "1.0", true, true}),

@@ -116,8 +116,8 @@ TEST_F(Runtime, EpCheckpointResumesOnAnotherEp) {
 
 // Layouts refused with exit 2 and a message naming the fix: the layout core's (experts %
 // ep, ep not dividing dp, ep on a dense model) before any worker starts, the runtime's
-// (ep with tp or ZeRO, also inside pipeline stages; ZB-H1's split backward on MoE blocks)
-// from the workers. (ep with pp runs: ep_pp_test.cc.)
+// (ep with tp or ZeRO, also inside pipeline stages) from the workers. (ep with pp runs:
+// ep_pp_test.cc; ZB-H1 on MoE blocks too: compose_test.cc.)
 TEST_F(Runtime, BadEpLayoutsAreRefused) {
   struct Bad {
     std::string spec, nproc, global_batch, says;
@@ -132,7 +132,6 @@ TEST_F(Runtime, BadEpLayoutsAreRefused) {
                                  "only (tp1, zero0) in this version; drop tp/zeroN, or drop ep", false},
       {"dp2,ep2,zero1", "2", "16", "drop tp/zeroN, or drop ep", false},
       {"tp2,pp2,dp2,ep2", "8", "16", "drop tp/zeroN, or drop ep", false},
-      {"pp2,dp2,ep2,sched=zbh1", "4", "16", "splits backward into input and weight gradients (ZB-H1)", false},
   };
   for (const Bad& b : bad) {
     std::string job = moe_job(dir_, "1.0");
