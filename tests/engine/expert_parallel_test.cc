@@ -18,6 +18,7 @@
 #include "engine/backend.h"
 #include "engine/model/expert_parallel.h"
 #include "engine/model/model.h"
+#include "tiny_models.h"
 
 namespace partrain::engine::model {
 namespace {
@@ -113,18 +114,9 @@ class RankComm final : public ExpertComm {
   int rank_;
 };
 
+// Every block a mixture of 4 experts, top-k, the given capacity factor.
 ModelOptions moe(Arch arch, int k, float capacity) {
-  ModelOptions o;
-  o.arch = arch;
-  o.vocab_size = 19;
-  o.seq_len = 6;
-  o.layers = 2;
-  o.hidden = 16;
-  o.heads = 4;
-  o.kv_heads = arch == Arch::kLlama ? 2 : 0;
-  o.ffn_hidden = arch == Arch::kLlama ? 24 : 0;
-  o.tie_embeddings = arch == Arch::kGpt2;
-  o.init_std = 0.2f;
+  ModelOptions o = engine::testing::tiny(arch);
   o.moe_experts = 4;
   o.moe_top_k = k;
   o.moe_every = 1;

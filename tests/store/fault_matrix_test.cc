@@ -31,7 +31,8 @@
 
 #include <gtest/gtest.h>
 
-#include "process_util.h"
+#include "reference_runs.h"
+#include "test_util.h"
 
 namespace {
 
@@ -40,6 +41,8 @@ constexpr int kSteps = 12;  // checkpoints at 4, 8 and 12
 
 using partrain::testing::free_port;
 using partrain::testing::Proc;
+using partrain::testing::reference_run;
+using partrain::testing::ScratchDir;
 using partrain::testing::slurp;
 using partrain::testing::start;
 using partrain::testing::wait_exit;
@@ -74,14 +77,8 @@ int resumed_at(const std::string& log) {
 
 class FaultMatrix : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/partrain_faults_XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-  }
   void TearDown() override {
     if (!mounted_.empty()) ::umount2(mounted_.c_str(), MNT_DETACH);
-    fs::remove_all(dir_);
   }
 
   // The demo job (example_, edited by model_edit_) with checkpoints every 4 steps; `extra`
@@ -132,12 +129,12 @@ class FaultMatrix : public ::testing::Test {
     *out = slurp(p.out) + slurp(p.err);
     return code;
   }
-  // The uninterrupted run of a layout, once per test.
+  // The uninterrupted run of a layout, trained once for every test that needs it
+  // (tests/reference_runs.h).
   std::vector<Point> reference(const std::string& spec, int nproc) {
-    std::string log;
-    const std::string r = "ref" + std::to_string(nproc);
-    EXPECT_EQ(run(job("ref"), r, spec, nproc, {}, &log), 0) << log;
-    std::vector<Point> t = trajectory(dir_ + "/" + r + "/metrics.jsonl");
+    std::vector<std::string> args{"--steps", std::to_string(kSteps)};
+    if (nproc > 0) args.insert(args.end(), {"--partrain=" + spec, "--nproc", std::to_string(nproc)});
+    std::vector<Point> t = trajectory(reference_run(job("ref"), args).metrics);
     EXPECT_EQ(t.size(), static_cast<size_t>(kSteps));
     return t;
   }
@@ -217,7 +214,9 @@ class FaultMatrix : public ::testing::Test {
     return elastic_chain(name, {a, b, a});
   }
 
-  std::string dir_, mounted_;
+  const ScratchDir scratch_{"partrain_faults"};
+  const std::string dir_ = scratch_.path().string();
+  std::string mounted_;
   std::string example_ = "tiny.toml";               // the example job() starts from
   std::pair<std::string, std::string> model_edit_;  // text job() replaces in it
   int runs_ = 0;
@@ -328,7 +327,7 @@ TEST_F(FaultMatrix, WalCutMidWrite) {
 TEST_F(FaultMatrix, ResumesOnAnotherDataParallelSize) {
   const std::vector<Point> got = elastic("elastic", {"dp2", 2}, {"dp4,mb=1", 4});
   // Steps 1..4 were trained on dp2 before the first crash: exactly the reference.
-  const std::vector<Point> ref = trajectory(dir_ + "/ref2/metrics.jsonl");
+  const std::vector<Point> ref = reference("dp2", 2);
   for (size_t i = 0; i < 4 && i < got.size(); ++i) EXPECT_EQ(got[i].loss, ref[i].loss);
 }
 
@@ -378,7 +377,6 @@ TEST_F(FaultMatrix, TensorParallelZeroResumesOnDataParallelAndOneRank) {
   elastic_chain("tpzero_dp", {{"tp2,dp2,zero2", 4}, {"dp2", 2}, {"tp2,dp2,zero1", 4}});
   std::string out;
   EXPECT_EQ(cli({"ckpt", "verify", dir_ + "/tpzero_dp"}, &out), 0) << out;
-  fs::remove_all(dir_ + "/ref4");
   elastic_chain("tpzero_one", {{"tp2,dp2,zero2", 4}, {"", 0}, {"tp2,dp2,zero2", 4}});
   EXPECT_EQ(cli({"ckpt", "verify", dir_ + "/tpzero_one"}, &out), 0) << out;
 }

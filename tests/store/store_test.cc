@@ -1,8 +1,6 @@
 // The state store's pieces against independent references: CRC-32C against RFC 3720's
 // test vectors, shard files against hand-made damage (a flipped byte, a cut file), the
 // RocksDB store's commits, retention and reopening, and dp slicing covering every element.
-#include <unistd.h>
-
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -18,6 +16,7 @@
 #include "store/manifest.h"
 #include "store/shard_file.h"
 #include "store/state_store.h"
+#include "test_util.h"
 
 namespace partrain::store {
 namespace {
@@ -86,12 +85,6 @@ TEST(Manifest, RoundTripsThroughText) {
 
 class Shards : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/partrain_store_XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    root_ = tmpl;
-  }
-  void TearDown() override { fs::remove_all(root_); }
 
   // Rank r of dp writes its slice; the values are element index + 1000 * role.
   std::vector<PieceRecord> write_dp(int64_t step, int dp, int r) {
@@ -119,7 +112,8 @@ class Shards : public ::testing::Test {
     }
     return c;
   }
-  std::string root_;
+  const partrain::testing::ScratchDir scratch_{"partrain_store"};
+  const std::string root_ = scratch_.path().string();
 };
 
 TEST_F(Shards, ReadBackOnAnotherSplit) {

@@ -17,17 +17,14 @@
 
 #include "engine/io/json.h"
 #include "engine/io/safetensors.h"
+#include "test_util.h"
 
 namespace partrain::engine::io {
 namespace {
 
+// A scratch folder (tests/test_util.h) that can list its files.
 class TempDir {
  public:
-  TempDir() {
-    char tmpl[] = "/tmp/partrain-st-test-XXXXXX";
-    path_ = mkdtemp(tmpl);
-  }
-  ~TempDir() { std::system(("rm -rf '" + path_ + "'").c_str()); }
   std::string file(const std::string& name) const { return path_ + "/" + name; }
   const std::string& path() const { return path_; }
   // Names in the folder (to see that no temp file was left behind).
@@ -41,7 +38,8 @@ class TempDir {
   }
 
  private:
-  std::string path_;
+  const partrain::testing::ScratchDir dir_{"partrain-st-test"};
+  const std::string path_ = dir_.path().string();
 };
 
 template <typename T>
