@@ -129,7 +129,9 @@ Status PipelineExecutor::wait_recv(comm::WorkHandle& h, const Action& a) {
 Status PipelineExecutor::forward(int chunk, const Action& a, train::StepMetrics* m, double* loss, double* aux) {
   Chunk& c = chunks_[static_cast<size_t>(chunk)];
   const int s = slot(c, a.mb);
-  const engine::model::MicroBatch batch = trainer_->read_micro_batch(a.mb, m);
+  Result<engine::model::MicroBatch> read = trainer_->read_micro_batch(a.mb, m);
+  if (!read) return read.status();
+  const engine::model::MicroBatch& batch = *read;
   Result<engine::model::LossParts> parts = model(chunk).forward(batch, s);
   if (!parts) return parts.status();
   *loss += parts->loss;  // the last stage's cross-entropy and every stage's aux loss

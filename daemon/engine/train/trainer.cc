@@ -100,7 +100,7 @@ Trainer::~Trainer() {
   }
 }
 
-model::MicroBatch Trainer::read_micro_batch(int k, StepMetrics* m) {
+Result<model::MicroBatch> Trainer::read_micro_batch(int k, StepMetrics* m) {
   // Micro-batch k of dp rank d reads step*G + (k*D + d)*mb ..: the union over the D ranks
   // is the one-rank batch, and each sample keeps its dropout stream.
   const TrainOptions& tr = o_.train;
@@ -109,11 +109,11 @@ model::MicroBatch Trainer::read_micro_batch(int k, StepMetrics* m) {
   const auto t0 = Clock::now();
   {
     trace::Span span("data", trace::Lane::kCompute, k);
-    data::read_samples(*data_, *sampler_, first, tr.micro_batch, o_.model.seq_len, inputs_.data(),
-                       targets_.data());
+    PARTRAIN_RETURN_IF_ERROR(data::read_samples(*data_, *sampler_, first, tr.micro_batch, o_.model.seq_len,
+                                                inputs_.data(), targets_.data()));
   }
   m->data_ms += ms_since(t0);
-  return {inputs_.data(), targets_.data(), tr.micro_batch, first, step_};
+  return model::MicroBatch{inputs_.data(), targets_.data(), tr.micro_batch, first, step_};
 }
 
 Status SequentialMicroBatches::run(Trainer& t, StepMetrics* m, double* loss, double* aux) {
@@ -122,7 +122,9 @@ Status SequentialMicroBatches::run(Trainer& t, StepMetrics* m, double* loss, dou
   StepHooks* hooks = t.hooks();
   const int accum = t.grad_accum();
   for (int k = 0; k < accum; ++k) {
-    const model::MicroBatch batch = t.read_micro_batch(k, m);
+    Result<model::MicroBatch> read = t.read_micro_batch(k, m);
+    if (!read) return read.status();
+    const model::MicroBatch& batch = *read;
     auto t0 = Clock::now();
     std::optional<trace::Span> span(std::in_place, "forward", trace::Lane::kCompute, k);
     Result<model::LossParts> parts = model.forward(batch);

@@ -97,7 +97,7 @@ class Trainer {
 
   // Micro-batch k of the current step, read into the trainer's input buffers (valid until
   // the next call); its read time joins m->data_ms.
-  model::MicroBatch read_micro_batch(int k, StepMetrics* m);
+  Result<model::MicroBatch> read_micro_batch(int k, StepMetrics* m);
 
   std::vector<ModelPart>& parts() { return parts_; }
   // The first part: the whole model unless this rank holds pipeline stages.
