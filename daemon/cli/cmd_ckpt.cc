@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,7 @@
 #include "engine/backend.h"
 #include "engine/model/hf_io.h"
 #include "engine/model/model.h"
+#include "store/folder_manifest.h"
 #include "store/shard_file.h"
 #include "store/state_store.h"
 
@@ -89,6 +91,16 @@ int run_list(const CkptArgs& a) {
                 c.state.layout.empty() ? "one rank" : c.state.layout.c_str(),
                 &c == &o->checkpoints.front() ? "  (newest)" : "");
   }
+  // Folders the store does not list but whose manifest records a commit (the store lost
+  // them): the next start takes each back when its pieces verify.
+  std::set<int64_t> listed;
+  for (const store::Checkpoint& c : o->checkpoints) listed.insert(c.state.step);
+  Result<std::vector<int64_t>> folders = store::list_step_folders(o->root);
+  for (int64_t step : folders ? *folders : std::vector<int64_t>{}) {
+    if (listed.count(step) || !store::read_folder_manifest(o->root, step)) continue;
+    std::printf("%8lld  not in the state store, but its folder manifest records a commit: the next start takes it "
+                "back if every piece verifies\n", static_cast<long long>(step));
+  }
   return kExitOk;
 }
 
@@ -117,11 +129,22 @@ int run_verify(const CkptArgs& a) {
   return kExitOk;
 }
 
+// Reads every weight of `c` into `host` through the model's parameter table: invalid when
+// the checkpoint is of another model, corruption (naming the file and both CRC-32Cs) when
+// a piece is damaged.
+Status read_weights(const std::string& root, const store::Checkpoint& c, const engine::model::Model& m,
+                    std::vector<float>* host) {
+  for (const engine::model::ParamSpec& p : m.table().specs()) {
+    PARTRAIN_RETURN_IF_ERROR(
+        store::read_range(root, c, p.name, store::Role::kWeight, 0, p.numel(), host->data() + p.offset));
+  }
+  return Status::ok();
+}
+
 int run_export(const CkptArgs& a) {
   Result<Opened> o = open_run(a.run_dir);
   if (!o) return fail(o.status());
-  Result<const store::Checkpoint*> c = pick(*o, a.step);
-  if (!c) return fail(c.status());
+  if (a.step >= 0 && !pick(*o, a.step)) return fail(pick(*o, a.step).status());
   Result<config::JobConfig> job = config::load_job(a.job);
   if (!job) return fail(job.status());
   Result<std::unique_ptr<engine::Backend>> be = engine::make_backend("cpu");
@@ -129,17 +152,29 @@ int run_export(const CkptArgs& a) {
   auto m = engine::model::Model::create(job->model, be->get(), 1, job->training.seed);
   if (!m) return fail(m.status());
   std::vector<float> host(static_cast<size_t>((*m)->num_params()));
-  for (const engine::model::ParamSpec& p : (*m)->table().specs()) {
-    if (Status s = store::read_range(o->root, **c, p.name, store::Role::kWeight, 0, p.numel(), host.data() + p.offset);
-        !s) {
+  // --step's checkpoint, or the newest that verifies (a damaged one is named and skipped,
+  // as a resume skips it).
+  for (const store::Checkpoint& c : o->checkpoints) {
+    if (a.step >= 0 && c.state.step != a.step) continue;
+    Status s = read_weights(o->root, c, **m, &host);
+    if (s.code() == StatusCode::kInvalidArgument) {
       return fail(s.prefixed(fmt::format("{} does not fit [model] of {}: ", o->root, a.job)));
     }
+    if (!s) {
+      if (a.step >= 0) return fail(s.prefixed(fmt::format("checkpoint of step {} is damaged: ", c.state.step)));
+      std::fprintf(stderr, "partrain: checkpoint of step %lld is damaged: %s; trying the previous one\n",
+                   static_cast<long long>(c.state.step), s.message().c_str());
+      continue;
+    }
+    (*m)->params_from_host(host);
+    if (Status w = engine::model::save_hf(**m, a.output); !w) return fail(w);
+    std::printf("wrote %s: the weights of step %lld (%lld parameters, Hugging Face names)\n", a.output.c_str(),
+                static_cast<long long>(c.state.step), static_cast<long long>((*m)->num_params()));
+    return kExitOk;
   }
-  (*m)->params_from_host(host);
-  if (Status s = engine::model::save_hf(**m, a.output); !s) return fail(s);
-  std::printf("wrote %s: the weights of step %lld (%lld parameters, Hugging Face names)\n", a.output.c_str(),
-              static_cast<long long>((*c)->state.step), static_cast<long long>((*m)->num_params()));
-  return kExitOk;
+  if (o->checkpoints.empty()) return fail(Status::not_found(o->root + ": no committed checkpoint"));
+  return fail(Status::corruption(fmt::format("{}: no committed checkpoint verifies; `partrain ckpt verify {}` "
+                                             "names the damage", o->root, a.run_dir)));
 }
 
 }  // namespace
@@ -153,13 +188,14 @@ void register_ckpt(CLI::App& app, CommandResult* result) {
   list->callback([args, result] { result->exit_code = run_list(*args); });
   CLI::App* verify = ckpt->add_subcommand("verify", "Check every piece's size and CRC-32C.");
   verify->add_option("run_dir", args->run_dir, "run folder, or the [checkpoint] dir")->required();
-  verify->add_option("--step", args->step, "only this step's checkpoint");
+  verify->add_option("--step", args->step, "only this step's checkpoint")->check(CLI::NonNegativeNumber);
   verify->callback([args, result] { result->exit_code = run_verify(*args); });
   CLI::App* exp = ckpt->add_subcommand("export", "Write one checkpoint's weights as safetensors (Hugging Face names).");
   exp->add_option("run_dir", args->run_dir, "run folder, or the [checkpoint] dir")->required();
   exp->add_option("--job", args->job, "the job file the run trained (for [model])")->required()->check(CLI::ExistingFile);
   exp->add_option("-o,--output", args->output, "output file (.safetensors)")->required();
-  exp->add_option("--step", args->step, "the checkpoint's step (default: the newest)");
+  exp->add_option("--step", args->step, "the checkpoint's step (default: the newest that verifies)")
+      ->check(CLI::NonNegativeNumber);
   exp->callback([args, result] { result->exit_code = run_export(*args); });
 }
 
