@@ -1,6 +1,7 @@
-// A small strict JSON parser (RFC 8259) for safetensors headers: no JSON library is a
-// dependency of partrain, and a header is a few kilobytes of objects, arrays, strings and
-// integers. Numbers keep their text so integers are read exactly (no double round trip).
+// JSON documents (RFC 8259) as a plain tree: safetensors headers, traces, metrics lines.
+// Parsed by nlohmann-json (json.cc), strictly: one document, valid UTF-8, at most 64
+// levels of nesting. Numbers keep their text so integers are read exactly (no double
+// round trip).
 #pragma once
 
 #include <cstdint>
@@ -27,8 +28,9 @@ struct JsonValue {
   bool as_u64(uint64_t* out) const;
 };
 
-// Parses one JSON document; trailing whitespace is allowed, anything else is an error.
-// Messages say what was expected and at which byte.
+// Parses one JSON document; trailing whitespace is allowed, anything else is an error
+// (corruption). Messages say what the parser met and at which byte, e.g.
+// "JSON: syntax error while parsing object key - unexpected '}'; expected string literal (at byte 54)".
 Result<JsonValue> parse_json(std::string_view text);
 
 // Appends `v` as compact JSON text to *out; parse_json reads it back to an equal value.
