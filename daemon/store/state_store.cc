@@ -44,7 +44,11 @@ Status from_rocks(const rocksdb::Status& s, const std::string& what) {
                                        "state store); stop that run, or give this job another [checkpoint] dir "
                                        "or run_dir", what, holder > 0 ? fmt::format(" (pid {})", holder) : ""));
   }
-  if (s.IsCorruption()) return Status::corruption(fmt::format("{}: {}", what, s.ToString()));
+  // A file of the store missing (a deleted MANIFEST or SST), or one RocksDB cannot parse:
+  // the store is damaged, which the coordinator answers by setting it aside.
+  if (s.IsCorruption() || s.IsPathNotFound() || s.IsInvalidArgument() || s.IsNotSupported()) {
+    return Status::corruption(fmt::format("{}: {}", what, s.ToString()));
+  }
   return Status::io_error(fmt::format("{}: {}", what, s.ToString()));
 }
 

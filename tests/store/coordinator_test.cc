@@ -122,8 +122,8 @@ TEST_F(CoordinatorTest, CutOrDeletedWalAndDeletedStoreAreTakenBackFromFolders) {
   EXPECT_EQ(listed(), (std::vector<int64_t>{6, 4, 2}));
 }
 
-// A state.db RocksDB refuses to open (its MANIFEST damaged) is moved aside, never deleted,
-// and rebuilt from the folders.
+// A state.db RocksDB refuses to open (its MANIFEST damaged, then deleted) is moved aside,
+// never deleted, and rebuilt from the folders.
 TEST_F(CoordinatorTest, UnreadableStoreIsSetAsideAndRebuilt) {
   commit_three();
   const std::string manifest = db_file("MANIFEST-");
@@ -131,9 +131,13 @@ TEST_F(CoordinatorTest, UnreadableStoreIsSetAsideAndRebuilt) {
   std::ofstream(manifest, std::ios::binary | std::ios::trunc) << std::string(200, '\x17');
   EXPECT_EQ(resume_step(), 6);
   EXPECT_EQ(listed(), (std::vector<int64_t>{6, 4, 2}));
+  // Then its MANIFEST deleted (RocksDB: "IO error: No such file or directory").
+  fs::remove(db_file("MANIFEST-"));
+  EXPECT_EQ(resume_step(), 6);
+  EXPECT_EQ(listed(), (std::vector<int64_t>{6, 4, 2}));
   int aside = 0;
   for (const auto& e : fs::directory_iterator(root_)) aside += e.path().filename().string().starts_with("state.db.damaged-");
-  EXPECT_EQ(aside, 1);
+  EXPECT_EQ(aside, 2);
 }
 
 // Defect 3: with steps 4 and 6 damaged, the run resumes at 2 and commits 4 again; damaged

@@ -283,6 +283,7 @@ Status Trainer::run() {
     if (!m) return m.status();
     // stop_ is the group's decision (reduce_loss), the same on every rank.
     const bool final = stop_ || m->step == tr.steps;
+    if (save_hook_ != nullptr && metrics.is_open()) write_pending_metrics(o_.run_dir + "/metrics.jsonl", metrics_json(*m));
     if (save_hook_ != nullptr) PARTRAIN_RETURN_IF_ERROR(save_hook_->after_step(*this, final, &*m));
     trace::end_step(m->step);  // after the save, so a traced step shows its checkpoint I/O
     if (metrics.is_open()) metrics << metrics_json(*m) << '\n' << std::flush;
