@@ -5,7 +5,6 @@
 // The table, as of this version:
 //   cp > 1                         not run yet (the context-parallel runtime)
 //   ep with tp, ep with zeroN      not run yet
-//   zeroN with pp                  not run yet
 //   tp, pp on [job] device = cuda  not run yet (GPU ranks run plain dp)
 // A schedule that splits backward (ZB-H1) with recompute, MoE or tp is refused when the
 // schedule is built (worker/pipeline_plan.h), the only check that needs the plugin.

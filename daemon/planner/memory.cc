@@ -164,11 +164,17 @@ MemoryBreakdown stage_memory(const ModelDims& m, const PlanLayout& l, const Prec
   // its own blocks and activation slots; the first stage (0) also holds the embeddings,
   // the last (pp v - 1) the final norm and the head.
   const bool first = stage == 0, last = stage == l.pp - 1;
+  constexpr int kZero3Prefetch = 1;
   int blocks = 0, moe_s = 0;
+  // ZeRO-2/3 slots: each chunk is its own stage model with min(2, its blocks) gradient slots
+  // and min(prefetch + 1, its blocks) parameter slots.
+  int grad_slots = 0, param_slots = 0;
   for (int c = 0; c < v; ++c) {
     const auto [b0, b1] = stage_blocks(m, l, c * l.pp + stage);
     blocks += b1 - b0;
     moe_s += moe_blocks(m, b0, b1);
+    grad_slots += std::min(2, b1 - b0);
+    param_slots += std::min(kZero3Prefetch + 1, b1 - b0);
   }
   const double dense_s = blocks - moe_s, experts = m.E / ep;
   // Vocabulary rows of the embedding, head and logits on tp rank 0, the rank that holds
@@ -187,9 +193,10 @@ MemoryBreakdown stage_memory(const ModelDims& m, const PlanLayout& l, const Prec
   mb.params = dense + expert;
   // ZeRO as the engine stores it (engine/model/sharding.h): stage 1 shards the optimizer
   // state and reduces the gradient into an fp32 shard next to the full buffer; stage 2
-  // keeps no full gradient, only the shard plus two recycled block slots and the
-  // embedding and tail (final norm, untied head) slots; stage 3 does the same for the
-  // weights with prefetch + 1 block slots ([plugins.zero3] prefetch, default 1). Dense
+  // keeps no full gradient, only the shard plus two recycled block slots per chunk (fewer
+  // for a chunk of one block) and the embedding and tail (final norm, untied head) slots;
+  // stage 3 does the same for the weights with prefetch + 1 block slots ([plugins.zero3]
+  // prefetch, default 1). Dense
   // parameters shard over dp, expert parameters over the expert-data-parallel group.
   auto sharded = [&](double bytes_per_param) {
     return dense * bytes_per_param / dp + expert * bytes_per_param / edp;
@@ -198,11 +205,12 @@ MemoryBreakdown stage_memory(const ModelDims& m, const PlanLayout& l, const Prec
   const double moe_block =
       pc.moe_layer_split / tp + pc.moe_layer_repl + experts * (pc.expert_split / tp + pc.expert_repl);
   const double block = std::max(dense_s > 0 ? dense_block : 0.0, moe_s > 0 ? moe_block : 0.0);
+  // The embedding and tail slots; the tail of a last stage under pp holds a tied head's copy
+  // of the embedding too.
   const double ends = (first ? vocab + pc.positions : 0) +
-                      (last ? pc.final_norm + (m.tied ? 0 : vocab) : 0);
-  constexpr int kZero3Prefetch = 1;
-  mb.weights = l.zero >= 3 ? sharded(pb) + ((kZero3Prefetch + 1) * block + ends) * pb : mb.params * pb;
-  mb.grads = l.zero >= 2   ? sharded(kF32) + (2 * block + ends) * gb
+                      (last ? pc.final_norm + (m.tied && l.pp == 1 ? 0 : vocab) : 0);
+  mb.weights = l.zero >= 3 ? sharded(pb) + (param_slots * block + ends) * pb : mb.params * pb;
+  mb.grads = l.zero >= 2   ? sharded(kF32) + (grad_slots * block + ends) * gb
              : l.zero == 1 ? mb.params * gb + sharded(kF32)
                            : mb.params * gb;
   mb.optimizer = l.zero >= 1 ? sharded(prec.optimizer_bytes()) : mb.params * prec.optimizer_bytes();
@@ -274,8 +282,9 @@ MemoryBreakdown stage_memory(const ModelDims& m, const PlanLayout& l, const Prec
     }
   }
   // A tied embedding split over the first and last stage: each receives the other's
-  // gradient of it to sum them (Megatron's embedding group).
-  if (l.pp > 1 && m.tied && (first || last)) ws += vocab * gb;
+  // gradient of it to sum them (Megatron's embedding group); under ZeRO each first gathers
+  // its own stage's reduced gradient of it from the shards (fp32).
+  if (l.pp > 1 && m.tied && (first || last)) ws += vocab * gb + (l.zero >= 1 ? vocab * kF32 : 0);
   mb.in_flight = in_flight;
   mb.activations = acts;
   mb.workspace = ws;

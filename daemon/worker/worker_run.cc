@@ -66,7 +66,7 @@ class RankTraining {
   std::unique_ptr<HostReducer> dp_values_;
   std::unique_ptr<PipelineExecutor> executor_;
   std::unique_ptr<DataPluginComm> data_;
-  std::unique_ptr<ZeroComm> zero_;
+  std::vector<std::unique_ptr<ZeroComm>> zero_;  // one per model part
   std::unique_ptr<TensorPluginComm> tensor_;
   std::unique_ptr<ExpertPluginComm> expert_;
   std::unique_ptr<ParallelHooks> hooks_;
@@ -123,10 +123,6 @@ Status RankTraining::init_data_plugin(train::RunOptions* o) {
                             buffer_memory_feature(job_.device);
   PARTRAIN_RETURN_IF_ERROR(data_->init(loaded.config, group(Axis::kDp), run_.rank, num_params, features));
   const partrain_data_plan_v2_t& plan = data_->plan();
-  if (run_.pipeline != nullptr && plan.stage != 0) {
-    return Status::invalid("the data plugin shards training state (ZeRO); pipeline stages run with plain dp in "
-                           "this version");
-  }
   o->shard = {plan.stage, static_cast<int64_t>(plan.shard_begin), static_cast<int64_t>(plan.shard_end),
               plan.prefetch};
   return Status::ok();
@@ -140,7 +136,11 @@ Status RankTraining::plug_strategies() {
     PARTRAIN_RETURN_IF_ERROR(bind_to_backend(*dp, trainer_->backend()));
     dp_values_ = std::make_unique<HostReducer>(dp, &trainer_->backend());
   }
-  if (data_ && data_->plan().stage > 0) zero_ = std::make_unique<ZeroComm>(data_.get(), dp);
+  if (data_ && data_->plan().stage > 0) {
+    for (train::ModelPart& p : trainer_->parts()) {
+      zero_.push_back(std::make_unique<ZeroComm>(data_.get(), dp, *p.model, p.view_offset));
+    }
+  }
   if (const Loaded<plugin::TensorPlugin>& t = run_.strategies->tensor; t) {
     tensor_ = std::make_unique<TensorPluginComm>(t.plugin->api(), group(Axis::kTp));
     PARTRAIN_RETURN_IF_ERROR(tensor_->init(t.config, trainer_->options().tp.sp, run_.rank, layout_.world()));
@@ -149,14 +149,15 @@ Status RankTraining::plug_strategies() {
     expert_ = std::make_unique<ExpertPluginComm>(e.plugin->api(), group(Axis::kEp), group(Axis::kExpertDp));
     PARTRAIN_RETURN_IF_ERROR(expert_->init(e.config, job_.model.moe_experts, run_.rank, layout_.world()));
   }
-  for (train::ModelPart& p : trainer_->parts()) {
-    if (zero_) p.model->set_shard_comm(zero_.get());
-    if (tensor_) p.model->set_tensor_comm(tensor_.get());
-    if (expert_) p.model->set_expert_comm(expert_.get());
+  for (size_t i = 0; i < trainer_->parts().size(); ++i) {
+    engine::model::Model* p = trainer_->parts()[i].model.get();
+    if (!zero_.empty()) p->set_shard_comm(zero_[i].get());
+    if (tensor_) p->set_tensor_comm(tensor_.get());
+    if (expert_) p->set_expert_comm(expert_.get());
   }
   ParallelAxes axes;
   axes.data = data_.get();
-  axes.zero = zero_.get();
+  for (const std::unique_ptr<ZeroComm>& z : zero_) axes.zero.push_back(z.get());
   axes.tensor = tensor_.get();
   axes.expert = expert_.get();
   axes.tp = group(Axis::kTp);
@@ -180,7 +181,7 @@ Status RankTraining::plug_strategies() {
 // dp slice of every tensor (the saver's default).
 void RankTraining::choose_state_layout() {
   const int tp_rank = layout_.tp() > 1 ? coord_.tp : 0;
-  if (zero_) {
+  if (!zero_.empty()) {
     state_layout_ = std::make_unique<store::ZeroStateLayout>(data_->plan().stage, tp_rank);
   } else if (layout_.ep() > 1) {
     state_layout_ = std::make_unique<store::ExpertParallelLayout>(layout_.dp(), coord_.dp, layout_.expert_dp(),
@@ -235,7 +236,9 @@ Status RankTraining::resume() {
 Status RankTraining::train() {
   Status s = trainer_->run();
   if (saver_ && s.is_ok()) s = saver_->wait();
-  if (zero_ && s.is_ok()) s = zero_->status();
+  for (const std::unique_ptr<ZeroComm>& z : zero_) {
+    if (s.is_ok()) s = z->status();
+  }
   if (tensor_ && s.is_ok()) s = tensor_->status();
   if (expert_ && s.is_ok()) s = expert_->status();
   if (s.is_ok() && !job_.run_dir.empty()) s = write_memory(job_.run_dir, run_.rank, trainer_->backend().memory());

@@ -33,14 +33,13 @@ ParallelSpec spec(const std::string& text, int dp) {
   return s;
 }
 
-TEST(PlannerRunnable, CpuRanksRunEveryStrategyButCpAndZeroWithPp) {
+TEST(PlannerRunnable, CpuRanksRunEveryStrategyButCp) {
   const config::JobConfig job = tiny();
-  for (const char* s : {"dp4", "dp4,zero1", "dp4,zero2", "dp4,zero3", "tp2,dp2", "tp2,pp2", "pp2,dp2,sched=interleaved:2"}) {
+  for (const char* s : {"dp4", "dp4,zero1", "dp4,zero2", "dp4,zero3", "tp2,dp2", "tp2,pp2", "pp2,dp2,sched=interleaved:2",
+                        "pp2,dp2,zero1", "pp2,dp2,zero3"}) {
     const ParallelSpec p = *parse_spec(s);
     EXPECT_TRUE(runnable(spec(s, p.dp.value_or(1)), job, "cpu").is_ok()) << s;
   }
-  // zeroN with pp is not run yet (config::check_supported).
-  EXPECT_FALSE(runnable(spec("pp2,dp2,zero1", 2), job, "cpu").is_ok());
   const Status cp = runnable(spec("cp2,dp2", 2), job, "cpu");
   ASSERT_FALSE(cp.is_ok());
   EXPECT_NE(cp.message().find("cp"), std::string::npos) << cp.message();

@@ -59,6 +59,8 @@ TEST_P(ComposedMatchesOneRank, OverTwentySteps) {
   EXPECT_NE(slurp(p.err).find(c.log), std::string::npos) << c.log << " in " << slurp(p.err);
   expect_same_losses(dir_ + "/one/metrics.jsonl", dir_ + "/many/metrics.jsonl", kSteps,
                      std::string(c.name) + " " + spec);
+  // Where experts run, their routing (kept tokens per expert, dropped) equals one rank's.
+  if (kind == "moe") expect_same_routing(dir_ + "/one/metrics.jsonl", dir_ + "/many/metrics.jsonl", c.name);
 }
 
 const std::pair<std::string, std::string> kSevenLayers{"layers = 2", "layers = 7"};
@@ -70,6 +72,20 @@ INSTANTIATE_TEST_SUITE_P(
         // 7 layers: the cost-balanced split puts 4 blocks with the embedding, 3 with the head.
         Case{"gpt2_7layers_pp2", "gpt2", "pp2", 2, {kSevenLayers, kMicroBatch2},
              "pp rank 1: stage 1 = blocks 4-6 + head"},
+        // ZeRO inside pipeline stages: each stage's state sharded over its own dp group.
+        Case{"gpt2_pp2_dp2_zero1", "gpt2", "pp2,dp2,zero1", 4, {kMicroBatch2}},
+        Case{"gpt2_pp2_dp2_zero2", "gpt2", "pp2,dp2,zero2", 4, {kMicroBatch2}},
+        Case{"gpt2_pp2_dp2_zero3", "gpt2", "pp2,dp2,zero3", 4, {kMicroBatch2}},
+        Case{"llama_pp2_dp2_zero3_interleaved2", "llama", "pp2,dp2,zero3,sched=interleaved:2", 4,
+             {{"layers = 2", "layers = 4"}, kMicroBatch2}},
+        Case{"gpt2_tp2_pp2_dp2_zero1", "gpt2", "tp2,pp2,dp2,zero1", 8, {kMicroBatch2}},
+        // ZB-H1's split backward where blocks are recomputed, hold experts or are tensor-parallel.
+        Case{"gpt2_pp2_zbh1_full_recompute", "gpt2", "pp2,sched=zbh1", 2,
+             {{"layers = 2", "layers = 4"}, kMicroBatch2, {"dropout = 0.0", "dropout = 0.1\nrecompute = \"full\""}}},
+        Case{"llama_pp2_zbh1_selective", "llama", "pp2,sched=zbh1", 2,
+             {{"layers = 2", "layers = 4\nrecompute = \"selective\""}, kMicroBatch2}},
+        Case{"moe_pp2_zbh1", "moe", "pp2,sched=zbh1", 2, {kMicroBatch2}},
+        Case{"gpt2_tp2_pp2_zbh1", "gpt2", "tp2,pp2,sched=zbh1", 4, {{"layers = 2", "layers = 4"}, kMicroBatch2}},
         Case{"llama_7layers_pp4_stage_layers", "llama", "pp4", 4,
              {kSevenLayers, kMicroBatch2, {"seed = 1337", "seed = 1337\n[parallelism]\nstage_layers = [1, 2, 3, 1]"}},
              "pp rank 2: stage 2 = blocks 3-5,"}),

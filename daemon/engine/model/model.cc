@@ -120,10 +120,6 @@ Result<std::unique_ptr<Model>> Model::create(const ModelOptions& options, Backen
                                        "0 <= first < end <= layers ({}) and a slot", stage.first_block,
                                        hi, stage.slots, o.layers));
   }
-  const bool whole = stage.first_block == 0 && hi == o.layers;
-  if ((!whole || stage.slots > 1) && shard.stage > 0) {
-    return Status::invalid("a pipeline stage runs without ZeRO in this version");
-  }
   std::unique_ptr<Model> m(new Model());
   m->stage_ = stage;
   m->lo_ = stage.first_block;
@@ -354,6 +350,7 @@ void Model::swap_slot(ActSlot& s) {
   std::swap(loss_count_, s.loss_count);
   std::swap(aux_loss_, s.aux_loss);
   std::swap(wgrad_dout_, s.wgrad_dout);
+  std::swap(wgrad_inp_, s.wgrad_inp);
   std::swap(tok_local_, s.tok_local);
   std::swap(tok_mask_, s.tok_mask);
   std::swap(host_i_, s.host_targets);
