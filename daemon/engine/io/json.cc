@@ -112,6 +112,13 @@ class Builder {
 
 }  // namespace
 
+JsonValue::JsonValue() = default;
+JsonValue::~JsonValue() = default;
+JsonValue::JsonValue(const JsonValue&) = default;
+JsonValue::JsonValue(JsonValue&&) noexcept = default;
+JsonValue& JsonValue::operator=(const JsonValue&) = default;
+JsonValue& JsonValue::operator=(JsonValue&&) noexcept = default;
+
 bool JsonValue::as_u64(uint64_t* out) const {
   if (kind != Kind::kNumber || text.empty() || text[0] == '-') return false;
   uint64_t v = 0;

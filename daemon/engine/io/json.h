@@ -18,6 +18,15 @@ namespace partrain::engine::io {
 
 struct JsonValue {
   enum class Kind { kNull, kBool, kNumber, kString, kArray, kObject };
+  // Defined in json.cc, where the type is complete: the vectors below hold JsonValue
+  // itself, which clang's instantiation of their members needs to be complete.
+  JsonValue();
+  ~JsonValue();
+  JsonValue(const JsonValue&);
+  JsonValue(JsonValue&&) noexcept;
+  JsonValue& operator=(const JsonValue&);
+  JsonValue& operator=(JsonValue&&) noexcept;
+
   Kind kind = Kind::kNull;
   bool boolean = false;
   std::string text;  // kString: the decoded UTF-8; kNumber: the number as written

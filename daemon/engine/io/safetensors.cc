@@ -119,7 +119,7 @@ Status parse_entry(const std::string& name, const JsonValue& v, Entry* out) {
       have_dtype = true;
       if (field.kind != JsonValue::Kind::kString) return bad("'dtype' is not a string");
       const auto* it = std::find_if(std::begin(kDTypes), std::end(kDTypes),
-                                    [&](const DTypeInfo& d) { return field.text == d.name; });
+                                    [&text = field.text](const DTypeInfo& d) { return text == d.name; });
       if (it == std::end(kDTypes))
         return bad(fmt::format("dtype '{}' is not one partrain reads (F32, BF16, F16, I32, I64, "
                                "U16); convert the tensor",
