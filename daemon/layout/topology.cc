@@ -111,6 +111,10 @@ Result<SwitchTree> SwitchTree::parse(std::string_view text, std::string_view fil
     }
     for (const std::string& node : sw.nodes) {
       if (auto it = tree.leaf_of_node_.find(node); it != tree.leaf_of_node_.end()) {
+        // This very line (the switch is not stored yet) named it twice: e.g. Nodes=b[2,2].
+        if (it->second == static_cast<int>(tree.switches_.size())) {
+          return line_error(file, line_no, "node '" + node + "' is listed twice in Nodes=; list it once");
+        }
         return line_error(file, line_no, "node '" + node + "' is already under switch '" +
                                              tree.switches_[it->second].name + "' (line " +
                                              std::to_string(tree.switches_[it->second].line) +
