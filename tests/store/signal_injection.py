@@ -116,7 +116,7 @@ def main():
     ap.add_argument("--build", default="build")
     ap.add_argument("--count", type=int, default=200)
     ap.add_argument("--seed", type=int, default=int(time.time()))
-    ap.add_argument("--watchdog", type=int, default=0,
+    ap.add_argument("--watchdog", type=int, default=20,
                     help="the site config's [agent] progress_timeout for these runs, s (0: leave it out)")
     ap.add_argument("--signals", default="TERM,KILL,STOP")
     ap.add_argument("--keep-going", action="store_true", help="do not stop at the first failure")
