@@ -7,6 +7,7 @@
 
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -149,6 +150,21 @@ inline int wait_exit(pid_t pid) {
   int status = 0;
   ::waitpid(pid, &status, 0);
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// The exit code (as wait_exit) if the process ends within `seconds`; else it is killed
+// (SIGKILL) and -1 is returned: a hang.
+inline int wait_exit_within(pid_t pid, double seconds) {
+  for (int waited_ms = 0; waited_ms < seconds * 1000; waited_ms += 10) {
+    int status = 0;
+    if (::waitpid(pid, &status, WNOHANG) == pid) {
+      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    }
+    ::usleep(10000);
+  }
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, nullptr, 0);
+  return -1;
 }
 
 // A port nobody listens on right now (the kernel's pick, released at once).

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "common/json_string.h"
+#include "common/progress.h"
 
 namespace partrain::trace {
 namespace {
@@ -124,6 +125,7 @@ Status configure_from_env(const std::string& run_dir, int rank, std::string labe
 }
 
 void begin_step(int64_t step) {
+  progress::begin_step(step);
   Tracer& t = tracer();
   std::lock_guard lock(t.mu);
   t.step = step;
@@ -171,6 +173,7 @@ void record(std::string_view name, Lane lane, int64_t start_us, int64_t end_us, 
 
 Span::Span(std::string_view name, Lane lane, int micro_batch)
     : name_(name), lane_(lane), micro_batch_(micro_batch) {
+  progress::enter(name);  // the agent's watchdog hears of every phase, traced or not
   if (!active()) return;  // the untraced path: one relaxed load
   Tracer& t = tracer();
   std::lock_guard lock(t.mu);

@@ -2,6 +2,10 @@
 #include "engine/train/step_metrics.h"
 
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -120,17 +124,32 @@ Status write_tensorboard(metrics::TbWriter& tb, const StepMetrics& m) {
   return tb.flush();
 }
 
+void write_pending_metrics(const std::string& path, const std::string& line) {
+  std::ofstream(path + ".pending", std::ios::trunc) << line << '\n';
+}
+
 Status open_metrics(const std::string& path, int64_t resumed_at, std::ofstream* out) {
   std::vector<std::string> kept;
+  const std::string key = "{\"step\":";
+  auto step_of = [&key](const std::string& line) {
+    return line.rfind(key, 0) == 0 ? std::atoll(line.c_str() + key.size()) : -1;
+  };
   if (resumed_at > 0) {
     std::ifstream in(path);
     std::string line;
-    const std::string key = "{\"step\":";
     while (std::getline(in, line)) {
-      if (line.rfind(key, 0) != 0) continue;
-      if (std::atoll(line.c_str() + key.size()) <= resumed_at) kept.push_back(line);
+      const int64_t s = step_of(line);
+      if (s >= 0 && s <= resumed_at) kept.push_back(line);
+    }
+    // The process died after the step's checkpoint committed but before its line: the
+    // pending copy written before the save has it.
+    if (kept.empty() || step_of(kept.back()) != resumed_at) {
+      std::ifstream pending(path + ".pending");
+      if (std::getline(pending, line) && step_of(line) == resumed_at) kept.push_back(line);
     }
   }
+  std::error_code ec;
+  std::filesystem::remove(path + ".pending", ec);
   out->open(path, std::ios::trunc);
   if (!*out) return Status::io_error(path + ": cannot open for writing");
   for (const std::string& l : kept) *out << l << '\n';

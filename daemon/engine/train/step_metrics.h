@@ -93,7 +93,10 @@ std::string step_summary(const StepMetrics& m);
 Status write_tensorboard(metrics::TbWriter& tb, const StepMetrics& m);
 // Opens metrics.jsonl for a run resumed after step `resumed_at` (0: a fresh run): keeps the
 // lines of the steps up to it and drops those a crash left after it, so the file reads as
-// one uninterrupted run.
+// one uninterrupted run. A step's line is written after its save (it reports the save), so
+// a crash between the commit and the line would leave a hole at the resumed step: the
+// line as it stood before the save (write_pending_metrics, PATH.pending) fills it.
 Status open_metrics(const std::string& path, int64_t resumed_at, std::ofstream* out);
+void write_pending_metrics(const std::string& path, const std::string& line);
 
 }  // namespace partrain::engine::train

@@ -130,7 +130,7 @@ Trainer::~Trainer() {
   }
 }
 
-model::MicroBatch Trainer::read_micro_batch(int k, StepMetrics* m) {
+Result<model::MicroBatch> Trainer::read_micro_batch(int k, StepMetrics* m) {
   // Micro-batch k of dp rank d reads step*G + (k*D + d)*mb ..: the union over the D ranks
   // is the one-rank batch, and each sample keeps its dropout stream.
   const TrainOptions& tr = o_.train;
@@ -139,19 +139,20 @@ model::MicroBatch Trainer::read_micro_batch(int k, StepMetrics* m) {
   const auto t0 = Clock::now();
   {
     trace::Span span("data", trace::Lane::kCompute, k);
-    data::read_samples(*data_, *sampler_, first, tr.micro_batch, o_.model.seq_len, inputs_.data(),
-                       targets_.data());
+    PARTRAIN_RETURN_IF_ERROR(data::read_samples(*data_, *sampler_, first, tr.micro_batch, o_.model.seq_len,
+                                                inputs_.data(), targets_.data()));
   }
   m->data_ms += ms_since(t0);
-  return {inputs_.data(), targets_.data(), tr.micro_batch, first, step_};
+  return model::MicroBatch{inputs_.data(), targets_.data(), tr.micro_batch, first, step_};
 }
 
-model::MicroBatch Trainer::read_eval_batch(int j) {
+Result<model::MicroBatch> Trainer::read_eval_batch(int j) {
   const int b = o_.train.micro_batch, T = o_.model.seq_len;
   const uint64_t first = (static_cast<uint64_t>(j) * o_.dp + o_.dp_rank) * b;
   for (int i = 0; i < b; ++i) {
     const size_t at = static_cast<size_t>(i) * T;
-    val_->read_window((first + i) % val_->num_windows(), inputs_.data() + at, targets_.data() + at);
+    PARTRAIN_RETURN_IF_ERROR(
+        val_->read_window((first + i) % val_->num_windows(), inputs_.data() + at, targets_.data() + at));
   }
   model::MicroBatch batch{inputs_.data(), targets_.data(), b, first, step_};
   batch.train = false;
@@ -164,7 +165,9 @@ Status SequentialMicroBatches::run(Trainer& t, StepMetrics* m, double* loss, dou
   StepHooks* hooks = t.hooks();
   const int accum = t.grad_accum();
   for (int k = 0; k < accum; ++k) {
-    const model::MicroBatch batch = t.read_micro_batch(k, m);
+    Result<model::MicroBatch> read = t.read_micro_batch(k, m);
+    if (!read) return read.status();
+    const model::MicroBatch& batch = *read;
     auto t0 = Clock::now();
     std::optional<trace::Span> span(std::in_place, "forward", trace::Lane::kCompute, k);
     Result<model::LossParts> parts = model.forward(batch);
@@ -194,7 +197,9 @@ Status SequentialMicroBatches::run(Trainer& t, StepMetrics* m, double* loss, dou
 
 Status SequentialMicroBatches::evaluate(Trainer& t, int count, double* ce) {
   for (int j = 0; j < count; ++j) {
-    Result<model::LossParts> parts = t.model().forward(t.read_eval_batch(j));
+    Result<model::MicroBatch> batch = t.read_eval_batch(j);
+    if (!batch) return batch.status();
+    Result<model::LossParts> parts = t.model().forward(*batch);
     if (!parts) return parts.status();
     *ce += parts->ce;
   }
@@ -395,6 +400,7 @@ Status Trainer::run() {
     if (!m) return m.status();
     // stop_ is the group's decision (reduce_loss), the same on every rank.
     const bool final = stop_ || m->step == tr.steps;
+    if (save_hook_ != nullptr && metrics.is_open()) write_pending_metrics(o_.run_dir + "/metrics.jsonl", metrics_json(*m));
     if (save_hook_ != nullptr) PARTRAIN_RETURN_IF_ERROR(save_hook_->after_step(*this, final, &*m));
     // After the checkpoint, and not when stopping: a preempted job's grace time is for saving.
     const bool stopping_early = stop_ && m->step < tr.steps;

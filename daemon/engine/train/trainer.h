@@ -110,11 +110,11 @@ class Trainer {
 
   // Micro-batch k of the current step, read into the trainer's input buffers (valid until
   // the next call); its read time joins m->data_ms.
-  model::MicroBatch read_micro_batch(int k, StepMetrics* m);
+  Result<model::MicroBatch> read_micro_batch(int k, StepMetrics* m);
   // This rank's validation micro-batch j (0 .. eval_micro_batches()): global samples
   // (j*D + d)*b .. + b - 1 of the held-out shards, window = sample mod their windows,
   // in order; evaluation mode (no dropout). Valid until the next read.
-  model::MicroBatch read_eval_batch(int j);
+  Result<model::MicroBatch> read_eval_batch(int j);
   int eval_micro_batches() const { return o_.data.eval_batches * accum_; }
 
   std::vector<ModelPart>& parts() { return parts_; }

@@ -217,9 +217,11 @@ TEST(SafetensorsMalformed, EveryCheckNamesTheFile) {
   EXPECT_EQ(read_error(dir, file_bytes("[1]", "")),
             p + "the header does not start with '{'; not a safetensors file");
   EXPECT_EQ(read_error(dir, file_bytes("{" + ok_entry + ",}", f32x2)),
-            p + "malformed header: JSON: expected a string key at byte 54, found '}'");
+            p + "malformed header: JSON: syntax error while parsing object key - unexpected '}'; expected string "
+                "literal (at byte 54)");
   EXPECT_EQ(read_error(dir, file_bytes("{" + ok_entry, f32x2)),
-            p + "malformed header: JSON: expected ',' or '}' at byte 53, found the end");
+            p + "malformed header: JSON: syntax error while parsing object - unexpected end of input; expected '}' "
+                "(at byte 53)");
   EXPECT_EQ(read_error(dir, file_bytes(R"({"a":{"dtype":"F32","shape":[2]}})", f32x2)),
             p + "tensor 'a': the entry needs dtype, shape and data_offsets");
   EXPECT_EQ(read_error(dir, file_bytes(R"({"a":{"dtype":"F64","shape":[1],"data_offsets":[0,8]}})", f32x2)),
@@ -249,7 +251,8 @@ TEST(SafetensorsMalformed, EveryCheckNamesTheFile) {
   EXPECT_EQ(read_error(dir, file_bytes(R"({"a":[1]})", "")),
             p + "tensor 'a': the header entry is not a JSON object");
   EXPECT_EQ(read_error(dir, file_bytes("{\"a\x01\":1}", "")),
-            p + "malformed header: JSON: expected no control character inside a string at byte 3, found byte 0x01");
+            p + "malformed header: JSON: syntax error while parsing object key - invalid string: control character "
+                "U+0001 (SOH) must be escaped to \\u0001; expected string literal (at byte 3)");
 
   auto missing = read_safetensors(dir.file("absent.safetensors"));
   ASSERT_FALSE(missing.is_ok());
@@ -278,6 +281,14 @@ TEST(Json, ParsesWhatHeadersUse) {
     EXPECT_FALSE(parse_json(bad).is_ok()) << bad;
   std::string deep(100, '[');
   EXPECT_FALSE(parse_json(deep + std::string(100, ']')).is_ok());
+  EXPECT_TRUE(parse_json(std::string(64, '[') + std::string(64, ']')).is_ok());  // the limit: 64 levels
+  EXPECT_EQ(parse_json(std::string(65, '[') + std::string(65, ']')).status().message(),
+            "JSON: more than 64 levels of nesting");
+  EXPECT_FALSE(parse_json("\"\xff\xfe\"").is_ok());  // not UTF-8
+  // A hostile megabyte string token is not repeated in the one-line message.
+  const Status long_token = parse_json("{\"" + std::string(1 << 20, 'k') + "\x01\":1}").status();
+  EXPECT_LT(long_token.message().size(), 300u) << long_token.message().substr(0, 400);
+  EXPECT_NE(long_token.message().find("(at byte 1048578)"), std::string::npos) << long_token.message().substr(0, 400);
   std::string out;
   append_json_string("a\"\\\n\x01", &out);
   EXPECT_EQ(out, "\"a\\\"\\\\\\n\\u0001\"");
