@@ -21,16 +21,14 @@
 
 namespace {
 
-namespace fs = std::filesystem;
 using partrain::testing::Proc;
 using partrain::testing::slurp;
 using partrain::testing::start;
 using partrain::testing::wait_exit_within;
 
 TEST(Watchdog, StoppedRankEndsTheJobWithItsRankAndPhase) {
-  char tmpl[] = "/tmp/partrain_watchdog_XXXXXX";
-  ASSERT_NE(::mkdtemp(tmpl), nullptr);
-  const std::string dir = tmpl;
+  const partrain::testing::ScratchDir scratch("partrain_watchdog");
+  const std::string dir = scratch.path().string();
   const std::string site = dir + "/site.toml";
   std::ofstream(site) << slurp(PARTRAIN_SITE_CONFIG_FILE) << "\n[agent]\nprogress_timeout = 4\n";
   std::string job = slurp(std::string(PARTRAIN_SOURCE_DIR) + "/etc/examples/tiny.toml");
@@ -69,7 +67,6 @@ TEST(Watchdog, StoppedRankEndsTheJobWithItsRankAndPhase) {
   // The same command resumes from the last checkpoint and finishes.
   Proc again = start(argv, env, dir, "again");
   EXPECT_EQ(wait_exit_within(again.pid, 300), 0) << slurp(again.err);
-  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -33,14 +33,7 @@ using partrain::testing::wait_exit_within;
 
 class Inputs : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/partrain_inputs_XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-    fifo_ = dir_ + "/pipe";
-    ASSERT_EQ(::mkfifo(fifo_.c_str(), 0644), 0);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
+  void SetUp() override { ASSERT_EQ(::mkfifo(fifo_.c_str(), 0644), 0); }
 
   // The demo job with its data at `data` (default: the shipped shard), `edit` replacing text.
   std::string job(const std::string& name, const std::string& data = "",
@@ -71,7 +64,9 @@ class Inputs : public ::testing::Test {
     return code;
   }
 
-  std::string dir_, fifo_;
+  const partrain::testing::ScratchDir scratch_{"partrain_inputs"};
+  const std::string dir_ = scratch_.path().string();
+  const std::string fifo_ = dir_ + "/pipe";
   int runs_ = 0;
 };
 
