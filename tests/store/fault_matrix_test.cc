@@ -409,6 +409,17 @@ TEST_F(FaultMatrix, ExpertZeroPipelineKilledAtAStepResumesBitIdentical) {
   EXPECT_NE(out.find("step 12: ok"), std::string::npos) << out;
 }
 
+// Experts with tp inside pipeline stages on 8 ranks: tp2 x ep2 x pp2 (dp2). The experts are
+// whole on both tp ranks and saved once, by tp rank 0.
+TEST_F(FaultMatrix, TensorExpertPipelineKilledAtAStepResumesBitIdentical) {
+  example_ = "moe-tiny.toml";
+  model_edit_ = {"micro_batch = 8", "micro_batch = 2"};
+  crash_and_resume("after_step:7:3", 4, "tp2,ep2,pp2", 8);  // rank 3: tp rank 1 of dp rank 1, stage 0
+  std::string out;
+  ASSERT_EQ(cli({"ckpt", "verify", dir_ + "/crash"}, &out), 0) << out;
+  EXPECT_NE(out.find("step 12: ok"), std::string::npos) << out;
+}
+
 // Checkpoints reshard to and from ZeRO with ep: ep2 x pp2 x dp4 x zero1 -> one rank ->
 // ep2 x dp4 x zero2; and tp x ep (experts whole per tp rank, saved once by tp rank 0):
 // tp2 x ep2 -> one rank -> tp2 x ep2 x nosp x zero1.
