@@ -148,6 +148,9 @@ class Backend {
   virtual void copy(const Tensor& dst, const Tensor& src) = 0;
   // Waits until every queued op has finished (for timing).
   virtual void synchronize() = 0;
+  // The first error any op met, with the call that failed (ops return void: a device keeps
+  // its first fault and skips the rest); ok when none. The trainer checks it every step.
+  virtual Status status() { return Status::ok(); }
 
   // ---- elementwise ------------------------------------------------------------------------
   virtual void zero(const Tensor& t) = 0;

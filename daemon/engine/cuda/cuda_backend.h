@@ -34,7 +34,7 @@ class CudaBackend final : public Backend {
   ~CudaBackend() override;
 
   // The first error any op met (ok when none); also checks for pending device faults.
-  Status status();
+  Status status() override;
   const Context& context() const { return ctx_; }
 
   std::string name() const override { return "cuda:" + std::to_string(ctx_.device); }

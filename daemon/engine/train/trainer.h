@@ -132,6 +132,7 @@ class Trainer {
   Trainer() = default;
   Status create_parts();
   Result<float> clip_norm();
+  Status device_status();
   void account(StepMetrics* m) const;
   void print_step(const StepMetrics& m) const;
 
