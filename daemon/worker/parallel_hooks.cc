@@ -156,9 +156,10 @@ Status ParallelHooks::sum_tied_embeddings() {
   return Status::ok();
 }
 
-// The step's routing over the global batch: each stage counted its own MoE blocks, so the
-// counts are summed over pp, then over dp (whole numbers well inside float's exact range);
-// the mean aux loss likewise, then averaged over dp.
+// The step's routing over the global batch: under tp each rank counted its own tokens and
+// each stage its own MoE blocks, so the counts are summed over tp, pp, then dp (whole
+// numbers well inside float's exact range); the mean aux loss (the micro-batch's on every tp
+// rank) over pp, then averaged over dp.
 Status ParallelHooks::reduce_moe_stats(train::StepMetrics* m) {
   if (m->experts == 0 || (a_.pp == nullptr && a_.dp_values == nullptr && a_.tp == nullptr)) return Status::ok();
   const size_t n = m->expert_tokens.size();
