@@ -12,9 +12,10 @@ Status check_supported(const JobConfig& job, const Layout& layout) {
                                        "layouts only (cp 1); the context-parallel runtime is not installed yet",
                                        what));
   }
-  if (layout.ep() > 1 && (layout.tp() > 1 || job.parallelism.zero > 0)) {
-    return Status::invalid(fmt::format("{}: expert parallelism runs with plain data and pipeline parallelism "
-                                       "only (tp1, zero0) in this version; drop tp/zeroN, or drop ep", what));
+  if (layout.tp() > 1 && job.model.moe_experts > 0 && job.model.seq_len % layout.tp() != 0) {
+    return Status::invalid(fmt::format("{}: [model] seq_len {} is not a multiple of tp{}: on a mixture-of-experts "
+                                       "model each tp rank routes its own 1/tp of every micro-batch's tokens; pick "
+                                       "a tp dividing seq_len", what, job.model.seq_len, layout.tp()));
   }
   if (job.device != "cpu" && layout.pp() > 1) {
     return Status::invalid(fmt::format("{}: [job] device = {}: the pipeline executor runs on CPU ranks (Gloo) "

@@ -4,7 +4,8 @@
 //
 // The table, as of this version:
 //   cp > 1                         not run yet (the context-parallel runtime)
-//   ep with tp, ep with zeroN      not run yet
+//   tp on a MoE model, seq_len % tp != 0
+//                                  refused: each tp rank routes its own 1/tp of the tokens
 //   tp, pp on [job] device = cuda  not run yet (GPU ranks run plain dp)
 //   [job] precision = "bf16" on CPU ranks with tp, ep, pp or zeroN: not run yet
 // A schedule that splits backward (ZB-H1) with recompute, MoE or tp is refused when the

@@ -9,14 +9,20 @@
 //   sync_grads          the data plugin finishes (dp: averaged over the dp group, which links
 //                       one tp coordinate of one stage); the experts' gradients summed over
 //                       the expert-dp group and scaled 1/dp (each already holds every ep
-//                       rank's tokens); GPT-2's tied wte summed between the first and last
+//                       rank's tokens; under ZeRO the experts' own plugin instance did it,
+//                       zero_comm.h); GPT-2's tied wte summed between the first and last
 //                       stage; the MoE routing summed over pp and dp
 //   reduce_loss         the stop flag agreed over tp (max); loss and flag summed over pp (the
 //                       last stage has the cross-entropy, every stage its aux losses); the
 //                       loss averaged over dp
-//   reduce_norm         experts' squares over ep, the shards' over dp (ZeRO), the pieces' over
+//   reduce_norm         experts' squares over ep (ZeRO: the dp sum covers their expert-dp
+//                       shards), the shards' over dp (ZeRO), the pieces' over
 //                       tp, the stages' over pp (grad_norm.h says who counts what)
 //   after_step          ZeRO-1/2 gather the updated shards; the step's collective times
+//
+// Under tp, a MoE block's router and experts (ParamSpec::tp_summed: each tp rank routed its
+// own tokens) are summed over tp where they are handed to the data plugin (ZeRO: in
+// ZeroComm), or in sync_grads without one; the routing counts are summed over tp too.
 //
 // Batch weighting: each rank scales its micro-batches 1/m (m = grad_accum), the dp average
 // makes it 1/(m dp) = b/G per micro-batch, the one-rank weighting.
@@ -39,7 +45,8 @@ namespace partrain::worker {
 
 // What one rank's step drives, each null where its axis has one rank.
 struct ParallelAxes {
-  DataPluginComm* data = nullptr;      // dp > 1: the data plugin (dp, zeroN)
+  DataPluginComm* data = nullptr;      // dp > 1: the data plugin (dp, zeroN) on the dense view
+  DataPluginComm* expert_data = nullptr;  // ZeRO with ep > 1: its instance on the experts' view
   std::vector<ZeroComm*> zero;         // ZeRO stage >= 1: each model part's ShardComm
   TensorPluginComm* tensor = nullptr;  // tp > 1
   ExpertPluginComm* expert = nullptr;  // ep > 1
@@ -65,6 +72,7 @@ class ParallelHooks final : public engine::train::StepHooks {
   int stage() const { return a_.data->plan().stage; }
   engine::model::Model& model(int part) { return *trainer_.parts()[static_cast<size_t>(part)].model; }
   Status hand_over(int part, size_t tensor);
+  Status sum_over_tp(const engine::Tensor& grad, const engine::model::ParamSpec& spec);
   Status zero_status() const;
   Status sum_tied_embeddings();
   Status reduce_moe_stats(engine::train::StepMetrics* m);

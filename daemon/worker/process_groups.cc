@@ -15,18 +15,22 @@ Result<ProcessGroups> ProcessGroups::create(const Layout& layout, int rank, cons
     Axis axis;
     const char* name;
     bool wanted;
+    bool single = false;  // made even with one member
   };
+  // ZeRO shards the experts over expert-dp with a data plugin instance of their own, which
+  // needs its group even when it is this rank alone (dp == ep).
+  const bool zero_experts = layout.ep() > 1 && layout.spec().zero > 0;
   const AxisGroup axes[] = {
       {Axis::kTp, "tp", layout.tp() > 1},
       {Axis::kEp, "ep", layout.ep() > 1},
-      {Axis::kExpertDp, "edp", layout.ep() > 1},  // the ranks holding the same experts
+      {Axis::kExpertDp, "edp", layout.ep() > 1, zero_experts},  // the ranks holding the same experts
       {Axis::kDp, "dp", layout.dp() > 1},
       {Axis::kPp, "pp", layout.pp() > 1},
   };
   ProcessGroups out;
   for (const AxisGroup& a : axes) {
     const std::vector<int> members = layout.group(a.axis, rank);
-    if (!a.wanted || members.size() < 2) continue;
+    if (!a.wanted || (members.size() < 2 && !a.single)) continue;
     const comm::GroupSpec spec{fmt::format("{}{}{}", prefix, a.name, members.front()), members, rank};
     Result<std::unique_ptr<comm::Communicator>> c =
         a.axis == Axis::kDp ? make_group_communicator(spec, store, device, gloo)

@@ -1,6 +1,6 @@
 // A rank's communicators: one per layout group it belongs to that has more than one
 // member (tp, ep and expert_dp when ep > 1, dp, pp; cp joins with the context-parallel
-// runtime), made in one loop over the axes, in the same order on every rank, through the
+// runtime; expert_dp also with one member under ZeRO, where it carries the experts' shards), made in one loop over the axes, in the same order on every rank, through the
 // job's rendezvous store. Each group's name carries this attempt's key prefix and the
 // group's first member, so a restarted worker group starts clean.
 //
@@ -30,8 +30,8 @@ class ProcessGroups {
   static Result<ProcessGroups> create(const Layout& layout, int rank, const std::string& prefix,
                                       comm::RendezvousClient& store, const std::string& device,
                                       const comm::GlooOptions& gloo);
-  // The group of `axis` this rank is in; null when it has one member (or the axis has no
-  // communicator in this version).
+  // The group of `axis` this rank is in; null when it has one member (but expert_dp under
+  // ZeRO) or the axis has no communicator in this version.
   comm::Communicator* get(Axis axis) const;
   // Fails every operation in flight on every group, saying `why`.
   void abort_all(const std::string& why);

@@ -3,6 +3,7 @@
 // for their collectives) while the model's buffers still exist, and the trainer goes last.
 #include "worker/worker_run.h"
 
+#include <array>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -66,6 +67,7 @@ class RankTraining {
   std::unique_ptr<HostReducer> dp_values_;
   std::unique_ptr<PipelineExecutor> executor_;
   std::unique_ptr<DataPluginComm> data_;
+  std::unique_ptr<DataPluginComm> expert_data_;  // ZeRO with ep: the data plugin on the experts' view
   std::vector<std::unique_ptr<ZeroComm>> zero_;  // one per model part
   std::unique_ptr<TensorPluginComm> tensor_;
   std::unique_ptr<ExpertPluginComm> expert_;
@@ -104,8 +106,9 @@ Result<train::RunOptions> RankTraining::options() const {
 
 // The data plugin, on this rank's dp group, before the model: its plan says what is
 // sharded (o->shard), so sharded state is never allocated full-size. It sees the replicated
-// parameters of every part (the experts are summed over expert-dp apart), one part after the
-// other in its view.
+// parameters of every part (the dense view, engine/model/shard_views.h), one part after the
+// other. Under ep the experts are reduced over expert-dp apart: by the ep plugin, or under
+// ZeRO by a second instance of the data plugin on the experts' view, sharded over expert-dp.
 Status RankTraining::init_data_plugin(train::RunOptions* o) {
   const Loaded<plugin::DataPlugin>& loaded = run_.strategies->data;
   if (!loaded) return Status::ok();
@@ -113,19 +116,33 @@ Status RankTraining::init_data_plugin(train::RunOptions* o) {
     return Status::invalid("the data plugin speaks only ABI v1, which needs one gradient buffer; interleaved "
                            "pipelines need a v2 data plugin (dp)");
   }
-  data_ = std::make_unique<DataPluginComm>(loaded.plugin->v1(), loaded.plugin->v2());
-  size_t num_params = 0;
+  std::array<size_t, engine::model::kNumViews> numel{};
   const std::vector<engine::model::StageOptions> stages =
       o->stages.empty() ? std::vector<engine::model::StageOptions>{{}} : o->stages;
   for (const engine::model::StageOptions& s : stages) {
-    num_params += replicated_numel(engine::model::build_stage_table(job_.model, o->tp, o->ep, s), layout_.ep());
+    const engine::model::PartViews views(engine::model::build_stage_table(job_.model, o->tp, o->ep, s), o->ep.size > 1);
+    for (int v = 0; v < engine::model::kNumViews; ++v) {
+      numel[static_cast<size_t>(v)] += static_cast<size_t>(views.size(static_cast<engine::model::View>(v)));
+    }
   }
   const uint64_t features = PARTRAIN_HOST_SHARD_OPTIMIZER | PARTRAIN_HOST_SHARD_GRADS | PARTRAIN_HOST_SHARD_PARAMS |
                             buffer_memory_feature(job_.device);
-  PARTRAIN_RETURN_IF_ERROR(data_->init(loaded.config, group(Axis::kDp), run_.rank, num_params, features));
+  data_ = std::make_unique<DataPluginComm>(loaded.plugin->v1(), loaded.plugin->v2());
+  PARTRAIN_RETURN_IF_ERROR(data_->init(loaded.config, group(Axis::kDp), run_.rank, numel[0], features));
   const partrain_data_plan_v2_t& plan = data_->plan();
-  o->shard = {plan.stage, static_cast<int64_t>(plan.shard_begin), static_cast<int64_t>(plan.shard_end),
-              plan.prefetch};
+  o->shard.stage = plan.stage;
+  o->shard.prefetch = plan.prefetch;
+  o->shard.view[0] = {static_cast<int64_t>(plan.shard_begin), static_cast<int64_t>(plan.shard_end)};
+  if (plan.stage > 0 && layout_.ep() > 1) {
+    expert_data_ = std::make_unique<DataPluginComm>(loaded.plugin->v1(), loaded.plugin->v2());
+    PARTRAIN_RETURN_IF_ERROR(expert_data_->init(loaded.config, group(Axis::kExpertDp), run_.rank, numel[1], features));
+    const partrain_data_plan_v2_t& ep = expert_data_->plan();
+    if (ep.stage != plan.stage) {
+      return Status::internal(fmt::format("data plugin: its instance on the experts planned zero{} but the one on "
+                                          "the dense parameters zero{}; fix the plugin", ep.stage, plan.stage));
+    }
+    o->shard.view[1] = {static_cast<int64_t>(ep.shard_begin), static_cast<int64_t>(ep.shard_end)};
+  }
   return Status::ok();
 }
 
@@ -139,7 +156,9 @@ Status RankTraining::plug_strategies() {
   }
   if (data_ && data_->plan().stage > 0) {
     for (train::ModelPart& p : trainer_->parts()) {
-      zero_.push_back(std::make_unique<ZeroComm>(data_.get(), dp, *p.model, p.view_offset));
+      zero_.push_back(std::make_unique<ZeroComm>(std::array<DataPluginComm*, engine::model::kNumViews>{
+                                                     data_.get(), expert_data_.get()},
+                                                 dp, p.views, p.view_offset, layout_.ep()));
     }
   }
   if (const Loaded<plugin::TensorPlugin>& t = run_.strategies->tensor; t) {
@@ -152,12 +171,14 @@ Status RankTraining::plug_strategies() {
   }
   for (size_t i = 0; i < trainer_->parts().size(); ++i) {
     engine::model::Model* p = trainer_->parts()[i].model.get();
+    if (!zero_.empty() && tensor_) zero_[i]->sum_over_tp(p->table(), tensor_.get());
     if (!zero_.empty()) p->set_shard_comm(zero_[i].get());
     if (tensor_) p->set_tensor_comm(tensor_.get());
     if (expert_) p->set_expert_comm(expert_.get());
   }
   ParallelAxes axes;
   axes.data = data_.get();
+  axes.expert_data = expert_data_.get();
   for (const std::unique_ptr<ZeroComm>& z : zero_) axes.zero.push_back(z.get());
   axes.tensor = tensor_.get();
   axes.expert = expert_.get();
@@ -177,8 +198,8 @@ Status RankTraining::plug_strategies() {
 }
 
 // What this rank writes and reads back (store/saver.h): a ZeRO rank its shard (under tp of
-// its tp pieces); an ep rank its dp slice of the replicated tensors and its expert-dp slice
-// of its experts; a tp or pipeline rank its dp slice of each part's flat buffer; plain dp its
+// its tp pieces; under ep its dense and expert ranges); an ep rank its dp slice of the
+// replicated tensors and its expert-dp slice of its experts (under tp of its pieces); a tp or pipeline rank its dp slice of each part's flat buffer; plain dp its
 // dp slice of every tensor (the saver's default).
 void RankTraining::choose_state_layout() {
   const int tp_rank = layout_.tp() > 1 ? coord_.tp : 0;
@@ -186,7 +207,7 @@ void RankTraining::choose_state_layout() {
     state_layout_ = std::make_unique<store::ZeroStateLayout>(data_->plan().stage, tp_rank);
   } else if (layout_.ep() > 1) {
     state_layout_ = std::make_unique<store::ExpertParallelLayout>(layout_.dp(), coord_.dp, layout_.expert_dp(),
-                                                                  coord_.expert_dp);
+                                                                  coord_.expert_dp, tp_rank);
   } else if (layout_.tp() > 1 || layout_.pp() > 1) {
     state_layout_ = std::make_unique<store::FlatSliceLayout>(tp_rank, layout_.dp(), coord_.dp);
   }

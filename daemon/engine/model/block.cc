@@ -8,7 +8,8 @@
 // branch enters its region after the norm and leaves it before dropout, so the column
 // output feeds the row layer with no communication between them. A row-parallel bias is
 // added once, after the reduction, to the rows each rank holds (Megatron's order); its
-// gradient (from the full dout) is the same on every rank.
+// gradient (from the full dout) is the same on every rank. Mixture-of-experts blocks keep
+// their experts whole on every tp rank, which routes its own 1/tp of the tokens (moe_tp.cc).
 #include "engine/model/model.h"
 #include "engine/model/model_internal.h"
 
@@ -45,12 +46,18 @@ void Model::block_forward(int l, const Tensor& in, const Tensor& out, BlockActs&
   dropout(branch, l, 1);
   const Tensor res2 = ract(a.res2);
   be_->residual_forward(res2, in, branch);
-  // Feed-forward: norm, MLP (or experts), leaving the region, dropout, residual.
+  // Feed-forward: norm, MLP (or experts), leaving the region, dropout, residual. Experts
+  // under tp take no region: each rank routes its own tokens (moe_tp.cc).
   const Tensor ln2 = ract(a.ln2);
   norm_forward(ln2, a.ln2_mean, a.ln2_rstd, res2, p.ln2_w, p.ln2_b);
-  mlp_forward(l, a, regions_.enter_forward(ln2, act(gathered_)), partial);
-  branch = regions_.leave_forward(partial, ract(a.branch));
-  if (tp) add_bias_rows(branch, p.proj_b);
+  if (tp && moe_[static_cast<size_t>(l)]) {
+    branch = ract(a.branch);
+    moe_tp_forward(l, *moe_[static_cast<size_t>(l)], ln2, branch);
+  } else {
+    mlp_forward(l, a, regions_.enter_forward(ln2, act(gathered_)), partial);
+    branch = regions_.leave_forward(partial, ract(a.branch));
+    if (tp) add_bias_rows(branch, p.proj_b);
+  }
   dropout(branch, l, 2);
   be_->residual_forward(out, res2, branch);
 }
@@ -103,13 +110,18 @@ void Model::block_backward(int l, const Tensor& in, const Tensor& dres, BlockAct
   // Feed-forward branch: dres is d loss / d out; the residual passes it to res2 unchanged
   // and the MLP branch adds its part through norm2. Under sp the norm's rows are gathered
   // again (only they were kept) and the gradients move through the conjugate regions.
-  Tensor dbranch = regions_.leave_backward(dropout_grad(dres, l, 2), dfull);
-  be_->zero(dx);
-  mlp_backward(l, a, regions_.enter_forward(ract(a.ln2), act(gathered_)), dbranch, dx);
-  norm_backward(dres, p.ln2_w, p.ln2_b, regions_.enter_backward(dx, drows), ract(a.res2),
-                a.ln2_mean, a.ln2_rstd);
+  if (regions_.active() && moe_[static_cast<size_t>(l)]) {  // experts under tp: this rank's tokens
+    const Tensor dln2 = moe_tp_backward(l, *moe_[static_cast<size_t>(l)], ract(a.ln2), dropout_grad(dres, l, 2), dx);
+    norm_backward(dres, p.ln2_w, p.ln2_b, dln2, ract(a.res2), a.ln2_mean, a.ln2_rstd);
+  } else {
+    const Tensor dbranch = regions_.leave_backward(dropout_grad(dres, l, 2), dfull);
+    be_->zero(dx);
+    mlp_backward(l, a, regions_.enter_forward(ract(a.ln2), act(gathered_)), dbranch, dx);
+    norm_backward(dres, p.ln2_w, p.ln2_b, regions_.enter_backward(dx, drows), ract(a.res2),
+                  a.ln2_mean, a.ln2_rstd);
+  }
   // Attention branch. Selective recompute rebuilds the attention core here.
-  dbranch = regions_.leave_backward(dropout_grad(dres, l, 1), dfull);
+  const Tensor dbranch = regions_.leave_backward(dropout_grad(dres, l, 1), dfull);
   if (o_.recompute == Recompute::kSelective) attention_core_forward(a);
   const Tensor datt = act(datt_), dqkv = act(dqkv_), qkv = act(a.qkv);
   be_->zero(datt);

@@ -76,9 +76,10 @@ static Status validate(const ModelOptions& o, const TensorOptions& tp, const Exp
     if (tp.sp && o.seq_len % tp.size != 0)
       return bad(fmt::format("seq_len {} must be a multiple of tp {} under sequence parallelism; "
                              "add nosp or pick another tp", o.seq_len, tp.size));
-    if (o.moe_experts > 0)
-      return bad("tensor parallelism of mixture-of-experts blocks is not supported; use tp1 "
-                 "(expert parallelism is the ep axis)");
+    if (o.moe_experts > 0 && o.seq_len % tp.size != 0)
+      return bad(fmt::format("seq_len {} must be a multiple of tp {} on a mixture-of-experts model: each tp rank "
+                             "routes its own 1/tp of every micro-batch's tokens; pick another tp", o.seq_len,
+                             tp.size));
   }
   // Expert parallel: the layout core checked experts % ep; these are the engine's own.
   if (ep.size < 1 || ep.rank < 0 || ep.rank >= ep.size)
@@ -86,8 +87,6 @@ static Status validate(const ModelOptions& o, const TensorOptions& tp, const Exp
   if (ep.size > 1 && (o.moe_experts == 0 || o.moe_experts % ep.size != 0))
     return bad(fmt::format("moe_experts {} is not a multiple of ep {}; pick an ep dividing the "
                            "experts", o.moe_experts, ep.size));
-  if (ep.size > 1 && tp.size > 1)
-    return bad("expert parallelism with tensor parallelism is not supported; use tp1 with ep");
   return Status::ok();
 }
 
@@ -104,10 +103,6 @@ Result<std::unique_ptr<Model>> Model::create(const ModelOptions& options, Backen
   if (ep.size > 1 && (backend->param_dtype() != DType::kF32 || backend->act_dtype() != DType::kF32)) {
     return Status::invalid(fmt::format("expert parallelism runs on fp32 (CPU) ranks in this "
                                        "version; the {} backend keeps lower precision", backend->name()));
-  }
-  if (ep.size > 1 && shard.stage > 0) {
-    return Status::invalid(fmt::format("zero{} with expert parallelism is not supported yet; use "
-                                       "zero0 (plain dp) with ep", shard.stage));
   }
   if (t.size > 1 && (backend->param_dtype() != DType::kF32 || backend->act_dtype() != DType::kF32)) {
     return Status::invalid(fmt::format("tensor parallelism runs on fp32 (CPU) ranks in this "
@@ -254,6 +249,7 @@ Status Model::allocate(int max_batch) {
   PARTRAIN_RETURN_IF_ERROR(get(MC::kWorkspace, ad, {N, F}, &dact_));
   host_losses_.resize(static_cast<size_t>(N));
   if (tp_.size > 1) PARTRAIN_RETURN_IF_ERROR(tp_allocate(N, C));
+  PARTRAIN_RETURN_IF_ERROR(moe_tp_allocate());
   return Status::ok();
 }
 

@@ -18,7 +18,8 @@
 //
 // Expert parallel (expert_parallel.h): a model created with ExpertOptions{rank, size}
 // holds only its E/size experts of each MoE block and runs them for the whole ep group,
-// through the ExpertComm set before the first forward.
+// through the ExpertComm set before the first forward. Under tp as well, the experts are
+// whole on every tp rank and each tp rank routes its own 1/tp of the tokens (moe_tp.cc).
 //
 // Pipeline stages (stage.h): a model created with StageOptions holds one stage's blocks and
 // the activations of `slots` micro-batches; forward(batch, slot) / backward(slot, ...) run
@@ -146,9 +147,15 @@ class Model {
   const MoeStats& moe_stats() const { return moe_stats_; }
   void reset_moe_stats();
   const ShardOptions& shard() const { return shard_; }
-  // This rank's fp32 shards [shard().begin, shard().end): the parameters (a view of params()
-  // below stage 3) and the reduced gradient (stage >= 1). Unsharded: the whole buffers.
+  // The shard's ranges with their place in the shard buffers (shard().runs()); unsharded one
+  // run, the whole buffer.
+  const std::vector<ShardOptions::Run>& shard_runs() const { return shard_runs_; }
+  // This rank's fp32 shard of the parameters: stage 3 the shard buffer (the runs one after
+  // the other); below stage 3 the shard lives in params() itself, which this returns.
   Tensor shard_params() const;
+  // The parameters of one run: a view of params() below stage 3, of the shard buffer at 3.
+  Tensor shard_params(const ShardOptions::Run& run) const;
+  // The reduced gradient's shard buffer (stage >= 1); unsharded the whole gradient.
   Tensor shard_grads() const;
   // [first, end) of segment s: blocks s < L, the tail s = L, the embeddings s = L + 1.
   std::pair<int64_t, int64_t> segment_range(int s) const;
@@ -240,6 +247,14 @@ class Model {
   void expert_forward(int l, int j, MoeState& s, int64_t r0, int M);
   void expert_backward(int l, int j, MoeState& s, int64_t r0, int M, const Tensor& dy, const Tensor& dxin);
   void moe_router_backward(int l, MoeState& s, const Tensor& x, const Tensor& dx);
+  // Under tensor parallelism (moe_tp.cc): each tp rank routes its own tokens. Forward takes
+  // the norm's rows this rank holds and leaves the branch's; backward returns d ln2 (this
+  // rank's rows under sp, all N without), in dx's memory. The exchange of the choice
+  // counts sets s.admitted_before and the micro-batch's totals (a no-op without tp).
+  Status moe_tp_allocate();
+  void moe_exchange_choices(MoeState& s);
+  void moe_tp_forward(int l, MoeState& s, const Tensor& ln2, const Tensor& branch);
+  Tensor moe_tp_backward(int l, MoeState& s, const Tensor& ln2, const Tensor& dbranch, const Tensor& dx);
   // Expert parallel (expert_parallel.cc): dispatch, the local experts, combine; backward
   // also leaves the combine weights' gradients in s.host_dgate.
   void moe_ep_forward(int l, MoeState& s, const Tensor& x, const Tensor& out);
@@ -262,6 +277,7 @@ class Model {
   // Storage per segment: param(i) is pseg_[seg_of_[i]] at offset - seg_lo_[seg]; unsharded
   // these are views of params_/grads_, sharded they are slots (sharding.h).
   ShardOptions shard_;
+  std::vector<ShardOptions::Run> shard_runs_;
   ShardComm* comm_ = nullptr;
   std::vector<int> seg_of_;
   std::vector<int64_t> seg_lo_;
@@ -284,6 +300,7 @@ class Model {
   Tensor zeros_;                               // I32 [N] of 0: a bias broadcast over rows
   Tensor ce_targets_, fix_idx_, fix_w_;        // vocabulary-parallel loss, [N]
   Tensor norm_scratch_;                        // [2C]: one norm's gradients before the sum
+  Tensor moe_rows_;                            // [N/size, C]: a MoE block's rows without sp
   std::vector<float> host_f_;
   std::vector<int32_t> host_i_;
   // Expert parallel.

@@ -7,7 +7,9 @@
 //             k = 1: w = p (Switch), so the router also learns through the LM loss
 //   capacity: cap = ceil(capacity_factor * N * k / E) (at most N); tokens are admitted in
 //             token order (token n's choices best first); a choice beyond an expert's
-//             capacity is dropped and contributes nothing (its weight is not redistributed)
+//             capacity is dropped and contributes nothing (its weight is not redistributed).
+//             Under tp each rank routes its own 1/tp of the N tokens (moe_tp.cc) and starts
+//             from the choices of the ranks before it, so admission is exactly this.
 //   output:   y[n] = sum over kept choices j of w_j * expert_j(x[n])
 //   aux loss: coef * E * sum_e f_e * P_e with f_e = (choices of e) / (N k), counted before
 //             dropping, and P_e = mean_n p[n,e]  (Switch Transformer; equals coef when
@@ -60,7 +62,19 @@ Status Model::moe_allocate(int /*l*/, MoeState& s) {
     s.host_send_idx.assign(static_cast<size_t>(S), 0);
     s.host_send_gate.assign(static_cast<size_t>(S), 0.0f);
   }
+  if (tp_.size > 1) {  // the choice counts and probability sums exchanged over tp (moe_tp.cc)
+    const Want more[] = {
+        {&s.tp_mine, MC::kWorkspace, DType::kF32, {3 * E}},
+        {&s.tp_all, MC::kWorkspace, DType::kF32, {3 * E * tp_.size}},
+    };
+    for (const Want& w : more) {
+      Result<Tensor> t = alloc(w.c, w.d, w.s);
+      if (!t) return t.status();
+      *w.t = *t;
+    }
+  }
   s.count.assign(static_cast<size_t>(E), 0);
+  s.admitted_before.assign(static_cast<size_t>(E), 0);
   s.frac.assign(static_cast<size_t>(E), 0.0);
   s.host_idx.assign(static_cast<size_t>(S), 0);
   s.host_gate.assign(static_cast<size_t>(S), 0.0f);
@@ -69,7 +83,10 @@ Status Model::moe_allocate(int /*l*/, MoeState& s) {
 
 void Model::moe_forward(int l, MoeState& s, const Tensor& x, const Tensor& out) {
   const BlockParams& p = bp_[static_cast<size_t>(l)];
-  const int E = o_.moe_experts, k = o_.moe_top_k, C = o_.hidden, N = N_;
+  const int E = o_.moe_experts, k = o_.moe_top_k, C = o_.hidden;
+  // This rank's tokens: the micro-batch's N_, or under tp its 1/tp of them (moe_tp.cc).
+  const int N = static_cast<int>(x.shape[0]);
+  s.rows = N;
   // Router logits on the device, probabilities and choices on the host.
   const Tensor logits = s.logits.slice(0, {N, E});
   be_->matmul_forward(logits, x, param(p.router), Tensor{}, N, C, E);
@@ -79,9 +96,6 @@ void Model::moe_forward(int l, MoeState& s, const Tensor& x, const Tensor& out) 
   s.choice.resize(static_cast<size_t>(N) * k);
   s.weight.resize(static_cast<size_t>(N) * k);
   s.slot.resize(static_cast<size_t>(N) * k);
-  s.cap = static_cast<int>(std::min<int64_t>(
-      N, static_cast<int64_t>(std::ceil(o_.moe_capacity_factor * static_cast<double>(N) * k / E))));
-  std::fill(s.count.begin(), s.count.end(), 0);
   std::vector<double>& chosen = s.chosen;  // MoeState's buffers: no allocation per step
   std::vector<double>& mean_p = s.mean_p;
   std::vector<int>& order = s.order;
@@ -108,10 +122,23 @@ void Model::moe_forward(int l, MoeState& s, const Tensor& x, const Tensor& out) 
       s.choice[cj] = e;
       s.weight[cj] = k > 1 ? static_cast<float>(pr[e] / psum) : pr[e];
       chosen[static_cast<size_t>(e)] += 1.0;
-      // Admit in token order while the expert has room.
-      int& c = s.count[static_cast<size_t>(e)];
-      if (c < s.cap) {
-        const int sl = e * s.cap_max + c++;
+    }
+  }
+  // Capacity over the micro-batch's N_ tokens. Under tp the earlier ranks' tokens come first
+  // in token order: their choices (and the choice and probability totals the aux loss
+  // needs) are exchanged over the group; on one rank this is a no-op.
+  s.cap = static_cast<int>(std::min<int64_t>(
+      N_, static_cast<int64_t>(std::ceil(o_.moe_capacity_factor * static_cast<double>(N_) * k / E))));
+  moe_exchange_choices(s);
+  // Admit in token order while the expert has room.
+  std::fill(s.count.begin(), s.count.end(), 0);
+  for (int n = 0; n < N; ++n) {
+    for (int j = 0; j < k; ++j) {
+      const size_t cj = static_cast<size_t>(n) * k + j;
+      const size_t e = static_cast<size_t>(s.choice[cj]);
+      int& c = s.count[e];
+      if (s.admitted_before[e] + c < s.cap) {
+        const int sl = static_cast<int>(e) * s.cap_max + c++;
         s.slot[cj] = sl;
         s.host_idx[static_cast<size_t>(sl)] = n;
         s.host_gate[static_cast<size_t>(sl)] = s.weight[cj];
@@ -121,13 +148,14 @@ void Model::moe_forward(int l, MoeState& s, const Tensor& x, const Tensor& out) 
     }
   }
   double aux = 0.0;
-  for (int e = 0; e < E; ++e) {
-    s.frac[static_cast<size_t>(e)] = chosen[static_cast<size_t>(e)] / (static_cast<double>(N) * k);
-    aux += s.frac[static_cast<size_t>(e)] * (mean_p[static_cast<size_t>(e)] / N);
+  for (int e = 0; e < E; ++e) {  // the micro-batch's totals (chosen, mean_p: after the exchange)
+    s.frac[static_cast<size_t>(e)] = chosen[static_cast<size_t>(e)] / (static_cast<double>(N_) * k);
+    aux += s.frac[static_cast<size_t>(e)] * (mean_p[static_cast<size_t>(e)] / N_);
   }
   if (!recomputing_) {
     aux_loss_ += static_cast<float>(o_.moe_aux_loss_coef * E * aux);
-    // The step's routing statistics: kept rows per (MoE block, expert), dropped choices.
+    // The step's routing statistics of this rank's tokens: kept rows per (MoE block,
+    // expert), dropped choices.
     const size_t first = static_cast<size_t>(moe_index(l)) * E;
     for (int e = 0; e < E; ++e) {
       moe_stats_.tokens[first + static_cast<size_t>(e)] += s.count[static_cast<size_t>(e)];
@@ -226,10 +254,11 @@ void Model::moe_experts_backward(int l, MoeState& s, const Tensor& dout, const T
 
 void Model::moe_router_backward(int l, MoeState& s, const Tensor& x, const Tensor& dx) {
   const BlockParams& p = bp_[static_cast<size_t>(l)];
-  const int E = o_.moe_experts, k = o_.moe_top_k, C = o_.hidden, N = N_;
+  const int E = o_.moe_experts, k = o_.moe_top_k, C = o_.hidden, N = s.rows;
   const std::vector<float>& dgate = s.host_dgate;
-  // Router, on the host: d weights -> d probs (renormalisation, aux loss) -> d logits.
-  const double aux_scale = static_cast<double>(backward_scale_) * o_.moe_aux_loss_coef * E / N;
+  // Router, on the host: d weights -> d probs (renormalisation, aux loss over the
+  // micro-batch's N_ tokens) -> d logits of this rank's N.
+  const double aux_scale = static_cast<double>(backward_scale_) * o_.moe_aux_loss_coef * E / N_;
   std::vector<double>& dp = s.dp;
   dp.resize(static_cast<size_t>(E));
   s.host_buf.resize(static_cast<size_t>(N) * E);
