@@ -238,8 +238,8 @@ void print_text(const Report& r) {
               l.spec().to_string().c_str(), r.view.nodes.size(), r.view.gpus_per_node,
               std::string(distribution_name(r.view.distribution)).c_str(),
               r.view.switches ? ", switch tree given" : "");
-  std::printf("world %d = tp%d x cp%d x dp%d x pp%d; ep%d inside dp; TP groups %s\n\n", l.world(),
-              l.tp(), l.cp(), l.dp(), l.pp(), l.ep(),
+  std::printf("world %d = tp%d x cp%d x dp%d x pp%d; ep%d inside %s; TP groups %s\n\n", l.world(),
+              l.tp(), l.cp(), l.dp(), l.pp(), l.ep(), l.cp() > 1 ? "dp x cp" : "dp",
               r.aware.tp_domain_local ? "each inside one NVLink domain"
                                       : "NOT all inside one NVLink domain");
   std::printf("%6s %6s %-12s %5s %4s %4s %4s %4s %4s\n", "rank", "task", "node", "local", "tp",
