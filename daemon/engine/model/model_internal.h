@@ -44,7 +44,13 @@ struct MoeState {
   std::vector<int32_t> host_idx;
   std::vector<float> host_gate, host_buf, host_dgate;
   std::vector<double> chosen, mean_p, dp;  // per-expert scratch
-  std::vector<int> order;
+  std::vector<int> order, admitted;
+  std::vector<float> row_probs;      // another cp rank's token's probabilities (scratch)
+  // Context parallel: every cp rank's router logits ([cp N, E], device and host) and, per
+  // routed token of the micro-batch, this rank's row of it or -1.
+  Tensor gathered;
+  std::vector<float> host_gathered;
+  std::vector<int> mine;
   // Expert parallel (expert_parallel.h): xin, h, act and y hold the received rows of the
   // local experts (receive order); the kept rows of this rank packed by expert for sending.
   DispatchPlan plan;

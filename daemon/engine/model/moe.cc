@@ -12,7 +12,11 @@
 //   aux loss: coef * E * sum_e f_e * P_e with f_e = (choices of e) / (N k), counted before
 //             dropping, and P_e = mean_n p[n,e]  (Switch Transformer; equals coef when
 //             perfectly balanced)
-// Routing runs on the host: it is sequential in token order and small ([N, E]).
+// Routing runs on the host: it is sequential in token order and small ([N, E]). Under
+// context parallelism the router logits of every cp rank's rows are gathered, so the
+// micro-batch is routed as one rank routes it (capacity, token order, f_e and P_e over all
+// its tokens); each rank keeps the choices of its own rows, counts the rows it keeps, and
+// cp rank 0 alone adds the aux loss (the ranks' loss shares sum to one rank's loss).
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -25,9 +29,10 @@ namespace partrain::engine::model {
 Status Model::moe_allocate(int /*l*/, MoeState& s) {
   const int64_t E = o_.moe_experts, k = o_.moe_top_k, C = o_.hidden, F = o_.ffn_hidden;
   const int64_t FC = o_.arch == Arch::kGpt2 ? F : 2 * F;
-  const int64_t N = static_cast<int64_t>(max_batch_) * o_.seq_len;
+  // This rank's rows (N) and the micro-batch's tokens routed together (cp ranks' rows too).
+  const int64_t N = static_cast<int64_t>(max_batch_) * T_, routed = N * cp_.size;
   s.cap_max = static_cast<int>(std::min<int64_t>(
-      N, static_cast<int64_t>(std::ceil(o_.moe_capacity_factor * static_cast<double>(N * k) / E))));
+      N, static_cast<int64_t>(std::ceil(o_.moe_capacity_factor * static_cast<double>(routed * k) / E))));
   const int64_t S = E * s.cap_max;
   const DType ad = be_->act_dtype();
   using MC = MemCategory;
@@ -45,6 +50,11 @@ Status Model::moe_allocate(int /*l*/, MoeState& s) {
     Result<Tensor> t = alloc(w.c, w.d, w.s);
     if (!t) return t.status();
     *w.t = *t;
+  }
+  if (cp_.size > 1) {  // every cp rank's router logits
+    Result<Tensor> t = alloc(MC::kWorkspace, ad, {routed, E});
+    if (!t) return t.status();
+    s.gathered = *t;
   }
   if (ep_.size > 1) {  // the packed send side and the received rows' gradients
     const Want more[] = {
@@ -67,30 +77,53 @@ Status Model::moe_allocate(int /*l*/, MoeState& s) {
   return Status::ok();
 }
 
-void Model::moe_forward(int l, MoeState& s, const Tensor& x, const Tensor& out) {
-  const BlockParams& p = bp_[static_cast<size_t>(l)];
-  const int E = o_.moe_experts, k = o_.moe_top_k, C = o_.hidden, N = N_;
-  // Router logits on the device, probabilities and choices on the host.
-  const Tensor logits = s.logits.slice(0, {N, E});
-  be_->matmul_forward(logits, x, param(p.router), Tensor{}, N, C, E);
-  s.host_buf.resize(static_cast<size_t>(N) * E);
-  be_->to_host(s.host_buf.data(), logits);
+// The routing of the micro-batch's tokens, in token order (see the top of this file); this
+// rank's rows' choices, slots (packed by expert in row order) and weights, its counts.
+void Model::moe_route(int l, MoeState& s, const Tensor& logits) {
+  const int E = o_.moe_experts, k = o_.moe_top_k, N = N_;
+  // The tokens routed together, in token order: this rank's rows, or every cp rank's rows
+  // put back in sequence order; mine[g] is this rank's row of token g, or -1.
+  const int routed = N * cp_.size;
+  s.host_buf.resize(static_cast<size_t>(routed) * E);
+  std::vector<int>& mine = s.mine;
+  mine.assign(static_cast<size_t>(routed), -1);
+  if (cp_.size == 1) {
+    be_->to_host(s.host_buf.data(), logits);
+    for (int n = 0; n < N; ++n) mine[static_cast<size_t>(n)] = n;
+  } else {
+    const Tensor all = s.gathered.slice(0, {routed, E});
+    cp_comm_->all_gather(all, logits);
+    s.host_gathered.resize(static_cast<size_t>(routed) * E);
+    be_->to_host(s.host_gathered.data(), all);
+    for (int r = 0; r < cp_.size; ++r) {
+      const SeqPositions at = context_positions(o_.seq_len, r, cp_.size);
+      for (int n = 0; n < N; ++n) {
+        const int g = (n / T_) * o_.seq_len + at.at(n % T_);
+        std::copy_n(&s.host_gathered[(static_cast<size_t>(r) * N + n) * E], E, &s.host_buf[static_cast<size_t>(g) * E]);
+        if (r == cp_.rank) mine[static_cast<size_t>(g)] = n;
+      }
+    }
+  }
   s.probs.resize(static_cast<size_t>(N) * E);
   s.choice.resize(static_cast<size_t>(N) * k);
   s.weight.resize(static_cast<size_t>(N) * k);
   s.slot.resize(static_cast<size_t>(N) * k);
   s.cap = static_cast<int>(std::min<int64_t>(
-      N, static_cast<int64_t>(std::ceil(o_.moe_capacity_factor * static_cast<double>(N) * k / E))));
+      routed, static_cast<int64_t>(std::ceil(o_.moe_capacity_factor * static_cast<double>(routed) * k / E))));
   std::fill(s.count.begin(), s.count.end(), 0);
   std::vector<double>& chosen = s.chosen;  // MoeState's buffers: no allocation per step
   std::vector<double>& mean_p = s.mean_p;
   std::vector<int>& order = s.order;
+  std::vector<int>& admitted = s.admitted;  // per expert, over all routed tokens
   chosen.assign(static_cast<size_t>(E), 0.0);
   mean_p.assign(static_cast<size_t>(E), 0.0);
+  admitted.assign(static_cast<size_t>(E), 0);
   order.resize(static_cast<size_t>(E));
-  for (int n = 0; n < N; ++n) {
-    const float* z = &s.host_buf[static_cast<size_t>(n) * E];
-    float* pr = &s.probs[static_cast<size_t>(n) * E];
+  s.row_probs.resize(static_cast<size_t>(E));
+  for (int g = 0; g < routed; ++g) {
+    const int n = mine[static_cast<size_t>(g)];
+    const float* z = &s.host_buf[static_cast<size_t>(g) * E];
+    float* pr = n >= 0 ? &s.probs[static_cast<size_t>(n) * E] : s.row_probs.data();
     const float mx = *std::max_element(z, z + E);
     double sum = 0.0;
     for (int e = 0; e < E; ++e) sum += std::exp(static_cast<double>(z[e]) - mx);
@@ -104,14 +137,16 @@ void Model::moe_forward(int l, MoeState& s, const Tensor& x, const Tensor& out) 
     for (int j = 0; j < k; ++j) psum += pr[order[static_cast<size_t>(j)]];
     for (int j = 0; j < k; ++j) {
       const int e = order[static_cast<size_t>(j)];
+      chosen[static_cast<size_t>(e)] += 1.0;
+      // Admit in token order while the expert has room.
+      const bool kept = admitted[static_cast<size_t>(e)] < s.cap;
+      if (kept) ++admitted[static_cast<size_t>(e)];
+      if (n < 0) continue;  // another cp rank's row
       const size_t cj = static_cast<size_t>(n) * k + j;
       s.choice[cj] = e;
       s.weight[cj] = k > 1 ? static_cast<float>(pr[e] / psum) : pr[e];
-      chosen[static_cast<size_t>(e)] += 1.0;
-      // Admit in token order while the expert has room.
-      int& c = s.count[static_cast<size_t>(e)];
-      if (c < s.cap) {
-        const int sl = e * s.cap_max + c++;
+      if (kept) {
+        const int sl = e * s.cap_max + s.count[static_cast<size_t>(e)]++;
         s.slot[cj] = sl;
         s.host_idx[static_cast<size_t>(sl)] = n;
         s.host_gate[static_cast<size_t>(sl)] = s.weight[cj];
@@ -122,12 +157,13 @@ void Model::moe_forward(int l, MoeState& s, const Tensor& x, const Tensor& out) 
   }
   double aux = 0.0;
   for (int e = 0; e < E; ++e) {
-    s.frac[static_cast<size_t>(e)] = chosen[static_cast<size_t>(e)] / (static_cast<double>(N) * k);
-    aux += s.frac[static_cast<size_t>(e)] * (mean_p[static_cast<size_t>(e)] / N);
+    s.frac[static_cast<size_t>(e)] = chosen[static_cast<size_t>(e)] / (static_cast<double>(routed) * k);
+    aux += s.frac[static_cast<size_t>(e)] * (mean_p[static_cast<size_t>(e)] / routed);
   }
   if (!recomputing_) {
-    aux_loss_ += static_cast<float>(o_.moe_aux_loss_coef * E * aux);
-    // The step's routing statistics: kept rows per (MoE block, expert), dropped choices.
+    if (cp_.rank == 0) aux_loss_ += static_cast<float>(o_.moe_aux_loss_coef * E * aux);
+    // The step's routing statistics of this rank's rows: kept rows per (MoE block, expert),
+    // dropped choices.
     const size_t first = static_cast<size_t>(moe_index(l)) * E;
     for (int e = 0; e < E; ++e) {
       moe_stats_.tokens[first + static_cast<size_t>(e)] += s.count[static_cast<size_t>(e)];
@@ -135,6 +171,15 @@ void Model::moe_forward(int l, MoeState& s, const Tensor& x, const Tensor& out) 
     }
     moe_stats_.dropped += static_cast<int64_t>(N) * k;
   }
+}
+
+void Model::moe_forward(int l, MoeState& s, const Tensor& x, const Tensor& out) {
+  const BlockParams& p = bp_[static_cast<size_t>(l)];
+  const int E = o_.moe_experts, C = o_.hidden, N = N_;
+  // Router logits on the device, probabilities and choices on the host.
+  const Tensor logits = s.logits.slice(0, {N, E});
+  be_->matmul_forward(logits, x, param(p.router), Tensor{}, N, C, E);
+  moe_route(l, s, logits);
   if (ep_.size > 1) return moe_ep_forward(l, s, x, out);  // the experts over the ep group
   be_->to_device_i32(s.idx, s.host_idx.data());
   be_->to_device(s.gate, s.host_gate.data());
@@ -229,7 +274,8 @@ void Model::moe_router_backward(int l, MoeState& s, const Tensor& x, const Tenso
   const int E = o_.moe_experts, k = o_.moe_top_k, C = o_.hidden, N = N_;
   const std::vector<float>& dgate = s.host_dgate;
   // Router, on the host: d weights -> d probs (renormalisation, aux loss) -> d logits.
-  const double aux_scale = static_cast<double>(backward_scale_) * o_.moe_aux_loss_coef * E / N;
+  // P_e is a mean over every routed token (under cp: the whole micro-batch's).
+  const double aux_scale = static_cast<double>(backward_scale_) * o_.moe_aux_loss_coef * E / (N * cp_.size);
   std::vector<double>& dp = s.dp;
   dp.resize(static_cast<size_t>(E));
   s.host_buf.resize(static_cast<size_t>(N) * E);

@@ -49,7 +49,7 @@ Status Model::check_split_backward() const {
 // [N, C], its first GEMM [N, FC], the attention projection [N, C] and q/k/v [N, QKV]; on
 // the last stage the head [N, V].
 Status Model::allocate_weight_grad_inputs() {
-  const int64_t N = static_cast<int64_t>(max_batch_) * o_.seq_len, C = o_.hidden;
+  const int64_t N = static_cast<int64_t>(max_batch_) * T_, C = o_.hidden;
   wgrad_dout_.assign(static_cast<size_t>(4 * (hi_ - lo_) + 1), Tensor{});
   auto get = [&](int s, int64_t cols) {
     return alloc_to(MemCategory::kActivations, be_->act_dtype(), {N, cols}, &wgrad_dout_[static_cast<size_t>(s)]);

@@ -76,7 +76,7 @@ Status Trainer::create_parts() {
     ModelPart part;
     Result<std::unique_ptr<model::Model>> m =
         model::Model::create(o_.model, backend_.get(), o_.train.micro_batch, o_.train.seed, o_.shard, o_.tp,
-                             o_.ep, stage);
+                             o_.ep, stage, o_.cp);
     if (!m) return m.status();
     part.model = std::move(m).value();
     if (!o_.init_path.empty()) PARTRAIN_RETURN_IF_ERROR(model::load_hf(*part.model, o_.init_path));
@@ -195,6 +195,7 @@ Result<StepMetrics> Trainer::step() {
   m.tp = o_.tp.size;
   m.pp = o_.pp;
   m.ep = o_.ep.size;
+  m.cp = o_.cp.size;
   // The layout's collectives make the gradients, loss, routing and stop flag the global
   // batch's and the group's.
   stop_ = o_.stop != nullptr && o_.stop->load();
