@@ -7,10 +7,18 @@ namespace partrain::config {
 
 Status check_supported(const JobConfig& job, const Layout& layout) {
   const std::string what = "--partrain=" + job.parallelism.to_string();
-  if (layout.cp() != 1) {
-    return Status::invalid(fmt::format("{}: this partrain runs tensor-, pipeline-, expert- and data-parallel "
-                                       "layouts only (cp 1); the context-parallel runtime is not installed yet",
-                                       what));
+  if (layout.cp() > 1 && job.device != "cpu") {
+    return Status::invalid(fmt::format("{}: [job] device = {}: context parallelism runs on CPU ranks in this "
+                                       "version; use --device cpu, or drop cp{}", what, job.device, layout.cp()));
+  }
+  // cp cuts every sequence into 2cp chunks (layout/validate.h refuses a seq_len that does not
+  // split); sequence parallelism then splits each rank's seq_len / cp rows over tp.
+  const int local_seq = job.model.seq_len / layout.cp();
+  if (layout.cp() > 1 && layout.tp() > 1 && job.parallelism.sequence_parallel() && local_seq % layout.tp() != 0) {
+    return Status::invalid(fmt::format("{}: sequence parallelism splits each cp rank's {} of seq_len {} over "
+                                       "tp{}, which does not divide it; use a seq_len that is a multiple of "
+                                       "2 x cp{} x tp{} = {}, or nosp", what, local_seq, job.model.seq_len,
+                                       layout.tp(), layout.cp(), layout.tp(), 2 * layout.cp() * layout.tp()));
   }
   if (layout.ep() > 1 && (layout.tp() > 1 || job.parallelism.zero > 0)) {
     return Status::invalid(fmt::format("{}: expert parallelism runs with plain data and pipeline parallelism "

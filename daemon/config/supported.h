@@ -3,7 +3,8 @@
 // again as a guard. Each refusal is one line naming the combination and the fix (exit 2).
 //
 // The table, as of this version:
-//   cp > 1                         not run yet (the context-parallel runtime)
+//   cp on [job] device = cuda      not run yet (cp runs on CPU ranks)
+//   cp x tp with sp                each cp rank's seq_len / cp rows must split over tp
 //   ep with tp, ep with zeroN      not run yet
 //   zeroN with pp                  not run yet
 //   tp, pp on [job] device = cuda  not run yet (GPU ranks run plain dp)

@@ -58,6 +58,7 @@ Status ParallelHooks::hand_over(int part, size_t i) {
 
 Status ParallelHooks::sync_grads(train::StepMetrics* m) {
   if (a_.tensor != nullptr) PARTRAIN_RETURN_IF_ERROR(a_.tensor->status());
+  if (a_.context != nullptr) PARTRAIN_RETURN_IF_ERROR(a_.context->status());
   if (a_.data != nullptr) {
     if (a_.zero != nullptr) PARTRAIN_RETURN_IF_ERROR(a_.zero->status());
     // A v1 plugin is handed the one flat gradient buffer it averages.
@@ -67,7 +68,7 @@ Status ParallelHooks::sync_grads(train::StepMetrics* m) {
   if (a_.expert != nullptr) {
     PARTRAIN_RETURN_IF_ERROR(a_.expert->status());
     for (train::ModelPart& p : trainer_.parts()) {
-      PARTRAIN_RETURN_IF_ERROR(reduce_expert_grads(*a_.expert, *p.model, 1.0f / static_cast<float>(a_.dp)));
+      PARTRAIN_RETURN_IF_ERROR(reduce_expert_grads(*a_.expert, *p.model, 1.0f / static_cast<float>(a_.dp * a_.cp)));
     }
   }
   PARTRAIN_RETURN_IF_ERROR(sum_tied_embeddings());
@@ -167,6 +168,11 @@ Status ParallelHooks::after_step(train::StepMetrics* m) {
     partrain_expert_stats_v1_t es{};
     PARTRAIN_RETURN_IF_ERROR(a_.expert->step_end(&es));
     m->add_comm(train::CommAxis::kEp, es.comm_ms, es.comm_ms, static_cast<int>(es.collectives));
+  }
+  if (a_.context != nullptr) {  // the K/V transfers: the ring's overlap the host's attention
+    partrain_context_stats_v1_t cs{};
+    PARTRAIN_RETURN_IF_ERROR(a_.context->step_end(&cs));
+    m->add_comm(train::CommAxis::kCp, cs.comm_ms, cs.exposed_ms, static_cast<int>(cs.collectives));
   }
   if (a_.tensor != nullptr) {  // the regions' collectives: all exposed (each is waited for)
     partrain_tensor_stats_v1_t ts{};
