@@ -40,7 +40,8 @@ Result<Layout> Layout::create(int world, const ParallelSpec& spec) {
     return Status::invalid("partrain: world size " + std::to_string(world) +
                            " is not a multiple of " + degrees_text(spec) + " = " +
                            std::to_string(model) + "; use a multiple of " +
-                           std::to_string(model) + " ranks or smaller tp/pp");
+                           std::to_string(model) + " ranks or smaller " +
+                           (spec.cp != 1 ? "tp/cp/pp" : "tp/pp"));
   }
   const int dp = static_cast<int>(world / model);
   if (spec.dp && *spec.dp != dp) {

@@ -96,7 +96,8 @@ typedef struct partrain_context_blocks_v1 {
 
 /* Communication statistics of one optimizer step (filled by step_end). */
 typedef struct partrain_context_stats_v1 {
-  double comm_ms;        /* each transfer from its start until its wait returned, summed (an
+  double comm_ms;        /* the time a transfer of this rank was in flight: from its start until
+                          * its wait returned, transfers in flight together counted once (an
                           * upper bound of the time on the wire: a transfer hidden under the
                           * host's compute counts the compute it overlapped) */
   double exposed_ms;     /* the part the host waited for (inside wait, and blocking

@@ -4,9 +4,14 @@
 // RoPE), cp2 with dropout and cp2 x dp2 x ep2 on the MoE example train exactly what one rank
 // trains (20 steps, 1e-5 relative; MoE routing counts exactly); the step's K/V transfers
 // are in metrics.jsonl (cp_comm_ms, cp_exposed_ms); a cp4 checkpoint resumes on one rank
-// and back on cp4; a layout the model cannot take is refused before any worker starts.
+// and back on cp4; at seq 4096 a cp4 rank keeps a quarter of one rank's activations, as
+// `partrain plan` predicts; a layout the model cannot take is refused before any worker
+// starts.
 #include <cstdio>
+#include <map>
+#include <regex>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -107,6 +112,80 @@ TEST_F(Runtime, CpCheckpointResumesOnOneRankAndBack) {
   ASSERT_EQ(wait_exit(c.pid), 0) << slurp(c.err);
   EXPECT_NE(slurp(c.err).find("resuming at step 14"), std::string::npos) << slurp(c.err);
   expect_same_losses(dir_ + "/one/metrics.jsonl", dir_ + "/cp/metrics.jsonl", kSteps, "cp4 -> one rank -> cp4");
+}
+
+// The number `key` of a `partrain plan --json` output's "memory" object.
+double planned(const std::string& plan, const std::string& key) {
+  const size_t at = plan.find("\"memory\":{");
+  EXPECT_NE(at, std::string::npos) << plan;
+  const std::string memory = at == std::string::npos ? "" : plan.substr(at);
+  std::smatch m;
+  const std::regex re("\"" + key + "\":([-0-9.eE+]+)");
+  if (!std::regex_search(memory, m, re)) {
+    ADD_FAILURE() << key << " missing in " << plan;
+    return 0;
+  }
+  return std::stod(m[1].str());
+}
+
+// At seq 4096 (tiny.toml, one sequence per step) every cp4 rank keeps a quarter of one
+// rank's activations: each per-token tensor (residual stream, norms, q/k/v, attention
+// output and its log-sum-exp, MLP, logits, tokens) holds T/4 rows, and cp stores no
+// activation of its own (its K/V blocks, their gradients and the plugin's scratch are
+// workspace). `partrain plan` predicts the same within 10%. The workspace is printed next
+// to the plan's for the record: the ring's seven K/V blocks (the packed block and its
+// gradient, five of scratch) are cp's addition to it.
+TEST_F(Runtime, CpActivationsAreAQuarterAtSeq4096) {
+  const std::string job = job_copy(kTiny, dir_, "long.toml", "");
+  edit_file(job, {{"seq_len = 64", "seq_len = 4096"}, {"global_batch = 16", "global_batch = 1"},
+                  {"micro_batch = 8", "micro_batch = 1"}});
+  struct Layout {
+    std::string spec;
+    int nproc;
+  };
+  std::map<std::string, std::string> plan;
+  for (const Layout& l : {Layout{"dp1", 1}, Layout{"cp4", 4}}) {
+    Proc run = start({PARTRAIN_CLI, "run", job, "--partrain=" + l.spec, "--nproc", std::to_string(l.nproc),
+                      "--steps", "1"}, env(l.spec), dir_, l.spec);
+    ASSERT_EQ(wait_exit(run.pid), 0) << slurp(run.err);
+    Proc p = start({PARTRAIN_CLI, "plan", job, "--hardware", "cpu", "--hardware-dir",
+                    std::string(PARTRAIN_SOURCE_DIR) + "/etc/hardware", "--gpus-per-node", std::to_string(l.nproc),
+                    "--partrain=" + l.spec, "--json"}, env("plan"), dir_, "plan-" + l.spec);
+    ASSERT_EQ(wait_exit(p.pid), 0) << slurp(p.err);
+    plan[l.spec] = slurp(p.out);
+  }
+  const double one = field(slurp(dir_ + "/dp1/memory.rank0.json"), "activations");
+  const double predicted = planned(plan["cp4"], "activations");
+  std::printf("activations per rank at seq 4096: one rank %.2f MiB (plan %.2f MiB)\n", one / (1 << 20),
+              planned(plan["dp1"], "activations") / (1 << 20));
+  for (int r = 0; r < 4; ++r) {
+    const std::string m = slurp(dir_ + "/cp4/memory.rank" + std::to_string(r) + ".json");
+    const double act = field(m, "activations");
+    std::printf("  cp4 rank %d: %.2f MiB = %.4f of one rank's (plan %.2f MiB); workspace %.2f MiB (plan %.2f MiB)\n",
+                r, act / (1 << 20), act / one, predicted / (1 << 20), field(m, "workspace") / (1 << 20),
+                planned(plan["cp4"], "workspace") / (1 << 20));
+    EXPECT_NEAR(act, one / 4, 0.10 * one / 4) << "rank " << r;
+    EXPECT_NEAR(predicted, act, 0.10 * act) << "rank " << r;
+  }
+}
+
+// etc/examples/long-context.toml needs cp to fit: on the cpu hardware profile (12 GiB per
+// rank) `partrain plan` finds one rank too small for it and a cp4 rank large enough.
+TEST_F(Runtime, LongContextExampleNeedsCpToFit) {
+  const std::string job = std::string(PARTRAIN_SOURCE_DIR) + "/etc/examples/long-context.toml";
+  for (const auto& [spec, nproc, says] : {std::tuple<std::string, std::string, std::string>{"cp1", "1", "DOES NOT FIT"},
+                                          {"cp4", "4", "fits"}}) {
+    Proc p = start({PARTRAIN_CLI, "plan", job, "--hardware", "cpu", "--hardware-dir",
+                    std::string(PARTRAIN_SOURCE_DIR) + "/etc/hardware", "--gpus-per-node", nproc, "--partrain=" + spec},
+                   env("plan"), dir_, "plan-" + spec);
+    ASSERT_EQ(wait_exit(p.pid), 0) << slurp(p.err);
+    const std::string out = slurp(p.out);
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(out, m, std::regex("\\n  total +([0-9.]+ GiB of 12.00 GiB: )([A-Za-z ]+)\\n")))
+        << out;
+    EXPECT_EQ(m[2].str(), says) << spec << ": " << m[0].str();
+    std::printf("long-context.toml on %s: %s%s\n", spec.c_str(), m[1].str().c_str(), m[2].str().c_str());
+  }
 }
 
 // Refused before any worker starts, exit 2, one line with the fix: a seq_len that does not

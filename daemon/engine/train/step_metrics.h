@@ -25,8 +25,8 @@ inline const char* comm_axis_name(CommAxis a) {
 }
 
 // One axis' collectives in a step. comm_ms: the time they took (dp: first started to last
-// finished; tp: the time inside them; cp: each K/V exchange from its start to the end of
-// its wait); exposed_ms: the part this rank waited for them, not hidden behind compute
+// finished; tp: the time inside them; cp: the time K/V transfers were in flight, each from
+// its start to the end of its wait); exposed_ms: the part this rank waited for them, not hidden behind compute
 // (<= comm_ms).
 struct AxisComm {
   double comm_ms = 0, exposed_ms = 0;

@@ -111,18 +111,23 @@ class Ring : public partrain::sdk::ContextStrategy {
     stats_.collectives += 1;
     return t;
   }
+  // Waits for a transfer: the wait is exposed; the time it was in flight (from its start,
+  // or from the end of the transfer finished before it, whichever is later) is comm time,
+  // so two transfers in flight together (backward's K/V and gradient) count once.
   void finish(const Transfer& t) {
     if (t.work == nullptr) return;
     const Clock::time_point w0 = Clock::now();
     partrain::sdk::wait(p2p_, t.work);
     const Clock::time_point w1 = Clock::now();
     stats_.exposed_ms += ms(w0, w1);
-    stats_.comm_ms += ms(t.started, w1);
+    stats_.comm_ms += ms(t.started > in_flight_until_ ? t.started : in_flight_until_, w1);
+    in_flight_until_ = w1;
   }
 
   partrain_comm_v2_t comm_;
   partrain_p2p_v1_t p2p_;
   int P_ = 1, r_ = 0, next_ = 0, prev_ = 0;
+  Clock::time_point in_flight_until_{};
   partrain_context_stats_v1_t stats_{};
 };
 
