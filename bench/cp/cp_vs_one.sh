@@ -52,7 +52,7 @@ for ((r = 0; r < repeats; r++)); do
     fi
   done
 done
-echo "seq $seq, $layers layers, d=$hidden, micro-batch $batch, $(nproc) cores for the 4 ranks, one thread each"
+echo "seq $seq, $layers layers, d=$hidden, micro-batch $batch, $(getconf _NPROCESSORS_ONLN) cores for the 4 ranks, one thread each"
 printf "%-22s %10s %8s %16s %10s %9s %12s %15s\n" layout tok/s vs_one activations_MiB vs_one total_MiB \
   cp_comm_ms cp_exposed_ms
 read -r one_tok one_act _ _ _ <<<"${best[one]}"
