@@ -58,7 +58,10 @@ Result<Placement> placement_from(const AgentOptions& o,
 // both from Slurm's NodeAddr (node_address.h); logs what it chose.
 void resolve_node_addresses(Placement* p);
 
-// Runs the agent to the end; returns the process exit code. Never throws.
+// Runs the agent to the end; returns the process exit code. Its phases (agent.cc) return a
+// Status, mapped here once by exit_code_for: kInvalidArgument (and kNotFound, kCorruption)
+// 2, kUnavailable 75, anything else 1; a group stopped by SIGTERM/SIGINT 75. Logs the
+// failure's one line, then the exit line. Never throws.
 int run_agent(const AgentOptions& options);
 
 }  // namespace partrain::agent

@@ -146,7 +146,9 @@ std::string json_plan(const Plan& p, const planner::HardwareProfile& hw) {
          ",\"tokens_per_s\":" + num(t.tokens_per_s) +
          ",\"tokens_per_s_per_gpu\":" + num(t.tokens_per_s_per_gpu) + ",\"mfu\":" + num(t.mfu) +
          ",\"model_flops_per_gpu\":" + num(t.model_flops_per_gpu) +
-         ",\"hardware_flops_per_gpu\":" + num(t.hardware_flops_per_gpu) + "}}";
+         ",\"hardware_flops_per_gpu\":" + num(t.hardware_flops_per_gpu) + "}";
+  out += ",\"runnable\":" + std::string(p.runnable.is_ok() ? "true" : "false") +
+         ",\"not_runnable_because\":" + quoted(p.runnable.is_ok() ? "" : p.runnable.message()) + "}";
   return out;
 }
 
@@ -240,6 +242,11 @@ void print_plan(const Plan& p, const config::JobConfig& job, const PlanArgs& a,
               "recompute)\n",
               t.tokens_per_s, t.tokens_per_s_per_gpu, 100 * t.mfu, t.model_flops_per_gpu / 1e12,
               t.hardware_flops_per_gpu / 1e12);
+  if (p.runnable.is_ok()) {
+    std::printf("this version runs it on %s ranks\n", hw.kind == "cpu" ? "CPU" : "GPU");
+  } else {
+    std::printf("this version does not run it yet: %s\n", p.runnable.message().c_str());
+  }
 }
 
 
@@ -280,12 +287,12 @@ int run_plan(const PlanArgs& a) {
     return kExitOk;
   }
   std::printf("partrain plan --search: %s on %d node(s) x %d, profile %s: %d layouts considered, "
-              "%zu valid and fitting\n",
+              "%zu valid, fitting and runnable on its devices\n",
               job->name.c_str(), a.nodes, cluster.gpus_per_node, hw->name.c_str(), considered,
               plans.size());
   if (plans.empty()) {
-    std::printf("no layout fits; use more devices, a smaller micro_batch or seq_len, or a "
-                "smaller model\n");
+    std::printf("no layout this version runs on these devices fits; use more devices, a smaller "
+                "micro_batch or seq_len, or a smaller model\n");
     return kExitOk;
   }
   std::printf("%3s %-66s %11s %11s %6s %10s\n", "#", "layout", "tokens/s", "step", "MFU", "memory");
@@ -311,14 +318,15 @@ void register_plan(CLI::App& app, CommandResult* result) {
   cmd->add_option("--gpus-per-node", args->gpus_per_node,
                   "devices (CPU: ranks) per node (default: the profile's)");
   cmd->add_option("--hardware", args->hardware,
-                  "profile name (A100-80GB, H100-SXM, H200-SXM, cpu) or a profile file")
+                  "profile name (A100-40GB, A100-80GB, H100-SXM, H200-SXM, cpu) or a profile file")
       ->required();
   cmd->add_option("--hardware-dir", args->hardware_dir,
                   "folder of profiles (default: $PARTRAIN_HARDWARE_DIR, else the installed "
                   "etc/partrain/hardware)");
   cmd->add_flag("--json", args->json, "machine-readable output");
   cmd->add_flag("--search", args->search,
-                "rank every valid, fitting layout by predicted throughput");
+                "rank every valid layout that fits and that this version runs on the profile's "
+                "devices by predicted throughput");
   cmd->add_option("--top", args->top, "layouts shown by --search (default: 5)")
       ->check(CLI::PositiveNumber);
   cmd->callback([args, result] { result->exit_code = run_plan(*args); });

@@ -139,8 +139,9 @@ Result<std::string> partition_text(const config::JobConfig& job, const Settings&
   Result<std::vector<pipeline::PieceCost>> pieces =
       pipeline::piece_costs(engine::model::resolved(job.model));
   if (!pieces) return pieces.status();
+  const bool own_split = static_cast<int>(job.stage_layers.size()) == s.pp * s.v;
   Result<std::vector<pipeline::StagePart>> parts =
-      pipeline::partition_stages(*pieces, s.pp * s.v);
+      pipeline::partition_stages(*pieces, s.pp * s.v, own_split ? job.stage_layers : std::vector<int>{});
   if (!parts) return parts.status().prefixed(job.path + ": ");
   return pipeline::describe_partition(*parts, s.pp);
 }

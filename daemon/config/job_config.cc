@@ -133,6 +133,13 @@ const std::vector<KeyRule<JobDraft>>& job_rules() {
          d->items["sp"] = *v ? "sp" : "nosp";
          return Status::ok();
        }},
+      {"parallelism", "stage_layers",
+       [](const toml::node& node, JobDraft* d, const Source&) -> Status {
+         auto v = detail::read_integer_array(node, at_least(1));
+         if (!v) return v.status();
+         d->job.stage_layers.assign(v->begin(), v->end());
+         return Status::ok();
+       }},
       {"parallelism", "sched",
        [](const toml::node& node, JobDraft* d, const Source&) -> Status {
          auto v = detail::read_string(node);
@@ -525,7 +532,25 @@ Status validate_layout(const JobConfig& job, int world) {
   shape.experts = m.moe_experts;
   shape.vocab = m.vocab_size;
   shape.seq_len = m.seq_len;
-  return validate(job.parallelism, ClusterFacts{world, 0, 0}, shape);
+  PARTRAIN_RETURN_IF_ERROR(validate(job.parallelism, ClusterFacts{world, 0, 0}, shape));
+  return check_stage_layers(job);
+}
+
+Status check_stage_layers(const JobConfig& job) {
+  if (job.stage_layers.empty()) return Status::ok();
+  const ParallelSpec& s = job.parallelism;
+  const int stages = s.pp * s.virtual_stages;
+  int sum = 0;
+  for (int n : job.stage_layers) sum += n;
+  if (static_cast<int>(job.stage_layers.size()) != stages || sum != job.model.layers) {
+    return Status::invalid(fmt::format(
+        "{}: [parallelism] stage_layers lists {} stages holding {} layers, but pp{}{} has {} stages and [model] "
+        "layers is {}; give one count per stage (>= 1 each) summing to {}, or remove stage_layers for the "
+        "cost-balanced split", job.path, job.stage_layers.size(), sum, s.pp,
+        s.virtual_stages > 1 ? fmt::format(" x {} virtual stages", s.virtual_stages) : "", stages,
+        job.model.layers, job.model.layers));
+  }
+  return Status::ok();
 }
 
 }  // namespace partrain::config

@@ -37,6 +37,11 @@ struct JobConfig {
   engine::DataOptions data;           // [data]; relative paths resolved against the job file's folder
   engine::TrainOptions training;      // [training]
   ParallelSpec parallelism;           // [parallelism]
+  // [parallelism] stage_layers: the transformer blocks of each pipeline stage, in stage order
+  // (pp x virtual stages entries, each >= 1, summing to [model] layers), e.g. Llama 3 405B's
+  // 126 layers on pp16 as [7, 8, ..., 8, 7] (fewer on the stages with the embedding and the
+  // head). Default: empty, the cost-balanced split (pipeline/partition.h).
+  std::vector<int> stage_layers;
   CheckpointOptions checkpoint;       // [checkpoint]
   std::map<std::string, std::string> plugin_tables;  // [plugins.NAME]: NAME -> the table as TOML text
   // The [parallelism] items the file set, in the order they were laid over each other
@@ -93,6 +98,9 @@ Result<int> grad_accum_steps(const JobConfig& job, int dp);
 // against its [model] (heads, kv_heads, hidden, seq_len, layers, experts, vocabulary): the
 // first violation, named with its fix, or OK. Run before any worker starts.
 Status validate_layout(const JobConfig& job, int world);
+// [parallelism] stage_layers against the layout's stage count and [model] layers (part of
+// validate_layout).
+Status check_stage_layers(const JobConfig& job);
 
 // Sequences per micro-batch on one rank: [training] micro_batch, or, when spec.mb overrides
 // the micro-batch count, global_batch / (mb * dp) so the global batch stays what the file says.

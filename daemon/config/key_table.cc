@@ -130,6 +130,20 @@ Result<std::string> read_string(const toml::node& node) {
   return node.as_string()->get();
 }
 
+Result<std::vector<int64_t>> read_integer_array(const toml::node& node, Range range) {
+  const toml::array* arr = node.as_array();
+  if (arr == nullptr || arr->empty()) {
+    return Status::invalid("must be a non-empty array of integers, e.g. [3, 4] (got " + type_name(node) + ")");
+  }
+  std::vector<int64_t> out;
+  for (size_t i = 0; i < arr->size(); ++i) {
+    Result<int64_t> v = read_integer(*arr->get(i), range);
+    if (!v) return Status::invalid(fmt::format("entry {} {}", i + 1, v.status().message()));
+    out.push_back(*v);
+  }
+  return out;
+}
+
 Result<std::vector<std::string>> read_string_array(const toml::node& node) {
   const toml::array* arr = node.as_array();
   if (arr == nullptr) {

@@ -66,6 +66,8 @@ Result<double> read_number(const toml::node& node, Range range);
 Result<bool> read_bool(const toml::node& node);
 Result<std::string> read_string(const toml::node& node);
 Result<std::vector<std::string>> read_string_array(const toml::node& node);
+// A non-empty array of integers, each within `range`.
+Result<std::vector<int64_t>> read_integer_array(const toml::node& node, Range range);
 // One of `choices`, spelled exactly.
 Result<std::string> read_choice(const toml::node& node, const std::vector<std::string>& choices);
 

@@ -28,10 +28,6 @@ Status check_supported(const JobConfig& job, const Layout& layout) {
     return Status::invalid(fmt::format("{}: [job] device = {}: the pipeline executor runs on CPU ranks (Gloo) "
                                        "in this version; use --device cpu, or drop pp", what, job.device));
   }
-  if (layout.pp() > 1 && job.parallelism.zero > 0) {
-    return Status::invalid(fmt::format("{}: zero{} combined with pp is not run by this partrain yet; use "
-                                       "plain dp (zero0) with pp", what, job.parallelism.zero));
-  }
   if (job.device == "cuda" && layout.tp() > 1) {
     return Status::invalid(fmt::format("tp{} with [job] device = cuda: tensor parallelism runs on fp32 CPU "
                                        "ranks in this version (the CUDA backend keeps bf16); use dp alone on "

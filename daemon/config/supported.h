@@ -6,7 +6,6 @@
 //   cp on [job] device = cuda      not run yet (cp runs on CPU ranks)
 //   cp x tp with sp                each cp rank's seq_len / cp rows must split over tp
 //   ep with tp, ep with zeroN      not run yet
-//   zeroN with pp                  not run yet
 //   tp, pp on [job] device = cuda  not run yet (GPU ranks run plain dp)
 // A schedule that splits backward (ZB-H1) with recompute, MoE or tp is refused when the
 // schedule is built (worker/pipeline_plan.h), the only check that needs the plugin.

@@ -1,6 +1,7 @@
 // Ring-volume cost model (see cost_model.h for the formulas).
 #include "layout/cost_model.h"
 
+#include <utility>
 #include <vector>
 
 namespace partrain {
@@ -33,6 +34,13 @@ double all_reduce_edge(double size, size_t n, double factor = 2.0) {
 
 }  // namespace
 
+// The layout has both: dense gradients reduce over the dp x cp group (Axis::kDpCp, each dp
+// member followed by its cp peers), and the expert grid's expert-dp group already folds cp
+// in (layout.h).
+std::vector<std::vector<int>> gradient_groups(const Layout& layout, Axis axis) {
+  return layout.groups(axis == Axis::kDp ? Axis::kDpCp : axis);
+}
+
 LinkBytes& LinkBytes::operator+=(const LinkBytes& o) {
   for (int c = 0; c < kNumLinkClasses; ++c) bytes[c] += o.bytes[c];
   return *this;
@@ -45,8 +53,9 @@ StepCost step_cost(const Layout& layout, const SlurmView& view, const Mapping& m
   const double pp = layout.pp();
   const double m = sizes.grad_accum;
   const double bpe = sizes.bytes_per_element;
-  const double activations = static_cast<double>(sizes.micro_batch) * sizes.seq_len *
-                             sizes.hidden * bpe;
+  const double activations = static_cast<double>(sizes.micro_batch) * sizes.seq_len /
+                             layout.cp() * sizes.hidden * bpe;
+  const double kv_hidden = sizes.kv_hidden > 0 ? sizes.kv_hidden : sizes.hidden;
   const double stage_layers = sizes.layers / pp;
   StepCost cost;
 
@@ -54,18 +63,18 @@ StepCost step_cost(const Layout& layout, const SlurmView& view, const Mapping& m
     count.ring(g, 4.0 * stage_layers * m * all_reduce_edge(activations, g.size()), &cost.tp);
   }
   for (const std::vector<int>& g : layout.groups(Axis::kCp)) {
-    const double kv_shard = 2.0 * activations / (layout.cp() * tp);
+    const double kv_shard = 2.0 * activations * kv_hidden / sizes.hidden / tp;
     const double passes = 3.0 * static_cast<double>(g.size() - 1);
     count.ring(g, stage_layers * m * passes * kv_shard, &cost.cp);
   }
   const double dp_factor = layout.spec().zero == 3 ? 3.0 : 2.0;
   const double dense_grads = sizes.params / (tp * pp) * bpe;
-  for (const std::vector<int>& g : layout.groups(Axis::kDp)) {
+  for (const std::vector<int>& g : gradient_groups(layout, Axis::kDp)) {
     count.ring(g, all_reduce_edge(dense_grads, g.size(), dp_factor), &cost.dp);
   }
   if (sizes.expert_params > 0) {
     const double expert_grads = sizes.expert_params / (tp * pp * layout.ep()) * bpe;
-    for (const std::vector<int>& g : layout.groups(Axis::kExpertDp)) {
+    for (const std::vector<int>& g : gradient_groups(layout, Axis::kExpertDp)) {
       count.ring(g, all_reduce_edge(expert_grads, g.size(), dp_factor), &cost.dp);
     }
   }

@@ -3,18 +3,21 @@
 // ring edge (member i -> member i+1, last -> first) carries what one member sends to its
 // successor, and counts against the link class between those two members' nodes.
 //
-// Per training step (m = grad_accum micro-batches, A = micro_batch * seq_len * hidden *
-// bytes_per_element = one micro-batch's activations, L = layers, n = group size):
+// Per training step (m = grad_accum micro-batches, A = micro_batch * seq_len / cp * hidden *
+// bytes_per_element = one micro-batch's activations on a rank (context parallelism splits
+// the sequence), L = layers, n = group size):
 //   TP  4 all-reduces of A per layer per micro-batch (2 forward, 2 backward: Megatron's
 //       f/g operators; reduce-scatter + all-gather under sequence parallelism move the
 //       same bytes). An all-reduce of S sends 2(n-1)/n * S along every ring edge. Each
 //       TP group runs the L/pp layers of its stage.
 //   CP  ring attention: per layer per micro-batch each rank passes its K and V shard
-//       (2 * A / (cp * tp)) around the ring n-1 times forward and twice that backward.
+//       (2 * A * kv_hidden / (hidden * tp): K and V are kv_heads wide under GQA) around
+//       the ring n-1 times forward and twice that backward.
 //   DP  one all-reduce per step of the rank's dense gradients, params / (tp * pp) *
-//       bytes_per_element, over the dp group: 2(n-1)/n * S per edge (3(n-1)/n with
-//       zero3, which also all-gathers parameters for the backward pass).
-//       Expert gradients, expert_params / (tp * pp * ep), go over the expert_dp group.
+//       bytes_per_element, over the dp x cp group (cp ranks hold the same weights):
+//       2(n-1)/n * S per edge (3(n-1)/n with zero3, which also all-gathers parameters for
+//       the backward pass). Expert gradients, expert_params / (tp * pp * ep), go over the
+//       expert_dp x cp group.
 //   PP  point to point along the pp group (no wrap-around): per micro-batch and edge the
 //       forward activation and the backward gradient, A / tp each (each TP rank sends its
 //       share). Interleaved with V virtual stages uses every edge V times plus the
@@ -26,6 +29,7 @@
 #pragma once
 
 #include <array>
+#include <vector>
 
 #include "layout/layout.h"
 #include "layout/mapping.h"
@@ -45,6 +49,7 @@ struct StepSizes {
   int bytes_per_element = 2;    // bf16 activations and gradients. Default: 2
   int top_k = 2;                // experts per token (EP). Default: 2
   int moe_layers = -1;          // MoE layers; -1 = every layer when ep > 1. Default: -1
+  int kv_hidden = 0;            // width of K (and of V), kv_heads * head_dim; 0 = hidden. Default: 0
 };
 
 // Bytes per step by link class, indexed by LinkClass.
@@ -65,6 +70,11 @@ struct StepCost {
 
 StepCost step_cost(const Layout& layout, const SlurmView& view, const Mapping& mapping,
                    const StepSizes& sizes = {});
+
+// The groups that reduce gradients together: for kDp the dp x cp groups (Axis::kDpCp, each
+// dp member followed by its cp peers: cp replicates the weights), for kExpertDp the
+// expert-data-parallel groups, which span dp x cp / ep already. Without cp, groups(axis).
+std::vector<std::vector<int>> gradient_groups(const Layout& layout, Axis axis);
 
 // How fast each link class moves bytes, to weigh one class against another when
 // comparing mappings. Bytes per second per GPU.

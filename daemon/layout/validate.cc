@@ -86,13 +86,15 @@ void check_model(const ParallelSpec& s, const ModelShape& m, std::vector<Status>
                        " chunks, which do not divide seq_len " + str(m.seq_len) +
                        "; use a seq_len that is a multiple of " + str(2 * s.cp)));
   }
+  // Stages need not hold equal layer counts (the partition balances cost, or the job's
+  // [parallelism] stage_layers decides), but each holds at least one block.
   const long long chunks = 1LL * s.pp * s.virtual_stages;
-  if (m.layers > 0 && m.layers % chunks != 0) {
+  if (m.layers > 0 && m.layers < chunks) {
     std::string split = "pp" + str(s.pp);
     if (s.virtual_stages > 1) split += " x " + str(s.virtual_stages) + " virtual stages";
-    out->push_back(err(str(m.layers) + " layers do not split evenly over " + split + " = " +
-                       str(chunks) + " model chunks; use a layer count that is a multiple of " +
-                       str(chunks) + ", or a pp (x V) from " + divisors(m.layers)));
+    out->push_back(err(str(m.layers) + " layers cannot fill " + split + " = " + str(chunks) +
+                       " model chunks (each holds at least one block); use at most " +
+                       str(m.layers) + " chunks, or add layers"));
   }
   if (s.ep > 1 && m.experts == 0) {
     out->push_back(err("ep" + str(s.ep) + " shards experts, but the model has none; drop ep" +

@@ -28,7 +28,8 @@ Result<std::vector<PieceCost>> piece_costs(const engine::ModelOptions& m) {
   return out;
 }
 
-Result<std::vector<StagePart>> partition_stages(const std::vector<PieceCost>& pieces, int k) {
+Result<std::vector<StagePart>> partition_stages(const std::vector<PieceCost>& pieces, int k,
+                                                const std::vector<int>& layers_per_stage) {
   const int L = static_cast<int>(pieces.size()) - 2;
   if (k < 1 || L < k) {
     return Status::invalid("partrain: " + std::to_string(std::max(L, 0)) +
@@ -45,6 +46,23 @@ Result<std::vector<StagePart>> partition_stages(const std::vector<PieceCost>& pi
     prefix[i + 1] = prefix[i] + w;
   }
   auto sum = [&](int a, int b) { return prefix[b] - prefix[a]; };
+  auto part = [&](int stage, int first, int end) {
+    return StagePart{stage, first, end, first == 0, end == L, sum(first, end)};
+  };
+  if (!layers_per_stage.empty()) {  // the job's own split
+    std::vector<StagePart> parts;
+    int first = 0;
+    for (int n : layers_per_stage) {
+      if (n < 1 || first + n > L || static_cast<int>(parts.size()) == k) break;
+      parts.push_back(part(static_cast<int>(parts.size()), first, first + n));
+      first += n;
+    }
+    if (static_cast<int>(parts.size()) != k || first != L || static_cast<int>(layers_per_stage.size()) != k) {
+      return Status::invalid("partrain: stage_layers must give " + std::to_string(k) +
+                             " counts of at least 1 that sum to the " + std::to_string(L) + " layers");
+    }
+    return parts;
+  }
   // best[j][i]: the smallest possible largest stage for blocks i..L-1 in j stages.
   const double inf = std::numeric_limits<double>::infinity();
   std::vector<std::vector<double>> best(k + 1, std::vector<double>(L + 1, inf));
@@ -69,14 +87,7 @@ Result<std::vector<StagePart>> partition_stages(const std::vector<PieceCost>& pi
         break;
       }
     }
-    StagePart p;
-    p.stage = k - j;
-    p.first_block = i;
-    p.end_block = end;
-    p.embedding = i == 0;
-    p.head = end == L;
-    p.flops = sum(i, end);
-    parts.push_back(p);
+    parts.push_back(part(k - j, i, end));
     i = end;
   }
   return parts;

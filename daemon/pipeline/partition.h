@@ -42,9 +42,12 @@ struct StagePart {
   double flops = 0;     // forward FLOPs per token of the whole stage
 };
 
-// Splits `pieces` (embedding, blocks..., head, as piece_costs gives) into `stages`.
-// Invalid when there are fewer blocks than stages.
-Result<std::vector<StagePart>> partition_stages(const std::vector<PieceCost>& pieces, int stages);
+// Splits `pieces` (embedding, blocks..., head, as piece_costs gives) into `stages`: the
+// cost-balanced split, or, when `layers_per_stage` is given (the job's [parallelism]
+// stage_layers, one count per stage), exactly those block counts in stage order. Invalid
+// when there are fewer blocks than stages or the counts do not fit.
+Result<std::vector<StagePart>> partition_stages(const std::vector<PieceCost>& pieces, int stages,
+                                                const std::vector<int>& layers_per_stage = {});
 
 // One line per stage: "stage 0 (rank 0, chunk 0): embedding + blocks 0-5, 1.23 MFLOP/token
 // (26.0%)", then the imbalance (largest stage over the mean).

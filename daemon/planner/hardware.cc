@@ -39,6 +39,10 @@ const std::vector<Key>& keys() {
       {"compute", "peak_bf16_flops", &H::peak_bf16},
       {"compute", "peak_fp32_flops", &H::peak_fp32, nullptr, true},
       {"compute", "matmul_efficiency", &H::matmul_efficiency},
+      {"compute", "gemm_k_half", &H::gemm_k_half},
+      {"compute", "sm_count", &H::sm_count},
+      {"compute", "kernel_overhead", &H::kernel_overhead},
+      {"compute", "elementwise_efficiency", &H::elementwise_efficiency},
       {"compute", "attention_efficiency", &H::attention_efficiency},
       {"memory", "bytes", &H::memory_bytes, nullptr, true},
       {"memory", "bandwidth", &H::memory_bandwidth, nullptr, true},
@@ -49,6 +53,7 @@ const std::vector<Key>& keys() {
       {"links", "inter_node_bandwidth", &H::inter_bandwidth, nullptr, true},
       {"links", "inter_node_latency", &H::inter_latency},
       {"links", "inter_switch_bandwidth", &H::inter_switch_bandwidth},
+      {"links", "collective_latency", &H::collective_latency},
   };
   return k;
 }
@@ -131,6 +136,9 @@ Result<HardwareProfile> parse_hardware(std::string_view text, const std::string&
   }
   if (h.matmul_efficiency <= 0 || h.matmul_efficiency > 1) {
     return bad(path, "compute.matmul_efficiency must be in (0, 1]");
+  }
+  if (h.elementwise_efficiency <= 0 || h.elementwise_efficiency > 1) {
+    return bad(path, "compute.elementwise_efficiency must be in (0, 1]");
   }
   if (h.attention_efficiency <= 0) h.attention_efficiency = h.matmul_efficiency;
   if (h.attention_efficiency > 1) return bad(path, "compute.attention_efficiency must be in (0, 1]");

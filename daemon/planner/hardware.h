@@ -29,20 +29,39 @@ struct HardwareProfile {
   std::string kind = "cuda";   // [device] kind: "cuda" or "cpu" (sets the precision). Default: cuda
   double peak_bf16 = 0;        // [compute] peak dense bf16 FLOP/s per device. Required for cuda
   double peak_fp32 = 0;        // [compute] peak dense fp32 FLOP/s per device. Required
-  double matmul_efficiency = 1;  // [compute] fraction of peak a training GEMM reaches. Default: 1
-  // [compute] fraction of peak the attention kernel (Q K^T, softmax, A V and their
-  // backward) reaches; 0 in the file = matmul_efficiency. Default: matmul_efficiency
+  // [compute] the share of peak the best-shaped GEMM reaches (a measured maximum, e.g. the
+  // MAMF of ml-engineering's table). Default: 1
+  double matmul_efficiency = 1;
+  // [compute] a GEMM's inner dimension K at which its rate is half the ceiling: the rate
+  // scales by K / (K + gemm_k_half) (each output tile's prologue and epilogue against its
+  // K loop). Default: 0 (no K dependence)
+  double gemm_k_half = 0;
+  // [compute] streaming multiprocessors: GEMMs run in waves of 128 x 256 output tiles over
+  // them (wave quantization); 0 = no wave model (CPU ranks). Default: 0
+  double sm_count = 0;
+  // [compute] seconds every kernel costs beyond its work (launch, ramp, tail). Default: 0
+  double kernel_overhead = 0;
+  // [compute] share of the memory bandwidth elementwise kernels (norms, activations,
+  // residual adds, softmax over materialized scores) reach. Default: 1
+  double elementwise_efficiency = 1;
+  // [compute] share of peak a fused (FlashAttention-style) attention kernel reaches on
+  // the FLOPs it executes; 0 in the file = matmul_efficiency. Default: matmul_efficiency
   double attention_efficiency = 0;
   double memory_bytes = 0;     // [memory] bytes per device (HBM, or RAM for cpu). Required
   double memory_bandwidth = 0;   // [memory] bytes/s. Required
   double reserved_bytes = 0;   // [memory] taken before training (CUDA context, NCCL). Default: 0
   double fragmentation = 0.1;  // [memory] margin for allocator fragmentation, a fraction. Default: 0.1
   int gpus_per_node = 0;       // [node] devices per node (CPU: ranks). Required
-  double intra_bandwidth = 0;  // [links] intra-node (NVLink) bytes/s per device per direction. Required
-  double intra_latency = 0;    // [links] seconds per intra-node message. Default: 0
-  double inter_bandwidth = 0;  // [links] inter-node bytes/s per device (its NIC). Required
-  double inter_latency = 0;    // [links] seconds per inter-node message. Default: 0
+  // [links] bus bandwidth of a ring collective inside a node, bytes/s per device (NCCL's
+  // NVLink links x per-link bandwidth). Required
+  double intra_bandwidth = 0;
+  double intra_latency = 0;    // [links] seconds per ring step inside a node. Default: 0
+  // [links] bytes/s per device to other nodes: the node's NIC bandwidth over its devices
+  // (one 400 Gb/s NIC per GPU: 48e9). Required
+  double inter_bandwidth = 0;
+  double inter_latency = 0;    // [links] seconds per ring step across nodes. Default: 0
   double inter_switch_bandwidth = 0;  // [links] across leaf switches; 0 = inter_bandwidth. Default: 0
+  double collective_latency = 0;  // [links] seconds every collective costs once. Default: 0
 
   // The peak the planner counts with: bf16 on GPUs, fp32 on CPU ranks.
   double peak() const { return kind == "cpu" ? peak_fp32 : peak_bf16; }

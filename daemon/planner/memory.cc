@@ -155,18 +155,26 @@ int moe_blocks(const ModelDims& m, int b0, int b1) {
 MemoryBreakdown stage_memory(const ModelDims& m, const PlanLayout& l, const Precision& prec,
                              double fragmentation, double reserved, int stage) {
   const ParamCounts pc = count_params(m);
-  const double tp = l.tp, ep = l.ep, dp = l.dp, edp = std::max(1, l.dp / l.ep);
+  // ZeRO shards over dp x cp: the cp ranks hold the same weights and reduce their
+  // gradients with dp in one group.
+  const double tp = l.tp, ep = l.ep, dp = l.dp * l.cp, edp = std::max(1, l.dp / l.ep) * l.cp;
   const double pb = prec.param_bytes, gb = prec.grad_bytes, ab = prec.act_bytes;
   const int v = l.pp > 1 ? std::max(1, l.virtual_stages) : 1, stages = l.pp * v;
   // The rank's chunks are pipeline stages c * pp + stage (c < v), each a stage model with
   // its own blocks and activation slots; the first stage (0) also holds the embeddings,
   // the last (pp v - 1) the final norm and the head.
   const bool first = stage == 0, last = stage == l.pp - 1;
+  constexpr int kZero3Prefetch = 1;
   int blocks = 0, moe_s = 0;
+  // ZeRO-2/3 slots: each chunk is its own stage model with min(2, its blocks) gradient slots
+  // and min(prefetch + 1, its blocks) parameter slots.
+  int grad_slots = 0, param_slots = 0;
   for (int c = 0; c < v; ++c) {
     const auto [b0, b1] = stage_blocks(m, l, c * l.pp + stage);
     blocks += b1 - b0;
     moe_s += moe_blocks(m, b0, b1);
+    grad_slots += std::min(2, b1 - b0);
+    param_slots += std::min(kZero3Prefetch + 1, b1 - b0);
   }
   const double dense_s = blocks - moe_s, experts = m.E / ep;
   // Vocabulary rows of the embedding, head and logits on tp rank 0, the rank that holds
@@ -185,9 +193,10 @@ MemoryBreakdown stage_memory(const ModelDims& m, const PlanLayout& l, const Prec
   mb.params = dense + expert;
   // ZeRO as the engine stores it (engine/model/sharding.h): stage 1 shards the optimizer
   // state and reduces the gradient into an fp32 shard next to the full buffer; stage 2
-  // keeps no full gradient, only the shard plus two recycled block slots and the
-  // embedding and tail (final norm, untied head) slots; stage 3 does the same for the
-  // weights with prefetch + 1 block slots ([plugins.zero3] prefetch, default 1). Dense
+  // keeps no full gradient, only the shard plus two recycled block slots per chunk (fewer
+  // for a chunk of one block) and the embedding and tail (final norm, untied head) slots;
+  // stage 3 does the same for the weights with prefetch + 1 block slots ([plugins.zero3]
+  // prefetch, default 1). Dense
   // parameters shard over dp, expert parameters over the expert-data-parallel group.
   auto sharded = [&](double bytes_per_param) {
     return dense * bytes_per_param / dp + expert * bytes_per_param / edp;
@@ -196,11 +205,12 @@ MemoryBreakdown stage_memory(const ModelDims& m, const PlanLayout& l, const Prec
   const double moe_block =
       pc.moe_layer_split / tp + pc.moe_layer_repl + experts * (pc.expert_split / tp + pc.expert_repl);
   const double block = std::max(dense_s > 0 ? dense_block : 0.0, moe_s > 0 ? moe_block : 0.0);
+  // The embedding and tail slots; the tail of a last stage under pp holds a tied head's copy
+  // of the embedding too.
   const double ends = (first ? vocab + pc.positions : 0) +
-                      (last ? pc.final_norm + (m.tied ? 0 : vocab) : 0);
-  constexpr int kZero3Prefetch = 1;
-  mb.weights = l.zero >= 3 ? sharded(pb) + ((kZero3Prefetch + 1) * block + ends) * pb : mb.params * pb;
-  mb.grads = l.zero >= 2   ? sharded(kF32) + (2 * block + ends) * gb
+                      (last ? pc.final_norm + (m.tied && l.pp == 1 ? 0 : vocab) : 0);
+  mb.weights = l.zero >= 3 ? sharded(pb) + (param_slots * block + ends) * pb : mb.params * pb;
+  mb.grads = l.zero >= 2   ? sharded(kF32) + (grad_slots * block + ends) * gb
              : l.zero == 1 ? mb.params * gb + sharded(kF32)
                            : mb.params * gb;
   mb.optimizer = l.zero >= 1 ? sharded(prec.optimizer_bytes()) : mb.params * prec.optimizer_bytes();
@@ -263,10 +273,18 @@ MemoryBreakdown stage_memory(const ModelDims& m, const PlanLayout& l, const Prec
     // micro-batch unless it is the first.
     if (l.pp > 1 && !has_head) ws += k * N * C * ab * seq;
     if (l.pp > 1 && !has_embed) ws += l.grad_accum * N * C * ab * seq;
+    // Context parallel, once per chunk: the ring keeps two K/V blocks in flight (the one
+    // in use and the one arriving) and, in backward, their gradients; the all-gather
+    // plugin holds every rank's K and V and, in backward, their gradients.
+    if (l.cp > 1) {
+      const double kv = 2 * N * std::max(m.KV / tp, 1.0) * m.head_dim() * ab;
+      ws += l.cp_impl == "allgather" ? 2 * l.cp * kv : 4 * kv;
+    }
   }
   // A tied embedding split over the first and last stage: each receives the other's
-  // gradient of it to sum them (Megatron's embedding group).
-  if (l.pp > 1 && m.tied && (first || last)) ws += vocab * gb;
+  // gradient of it to sum them (Megatron's embedding group); under ZeRO each first gathers
+  // its own stage's reduced gradient of it from the shards (fp32).
+  if (l.pp > 1 && m.tied && (first || last)) ws += vocab * gb + (l.zero >= 1 ? vocab * kF32 : 0);
   mb.in_flight = in_flight;
   mb.activations = acts;
   mb.workspace = ws;
@@ -275,7 +293,7 @@ MemoryBreakdown stage_memory(const ModelDims& m, const PlanLayout& l, const Prec
   // (Sequence parallel's gathered sequence and the pipeline's transfers are in the
   // workspace above.)
   double buffers = 0;
-  if (l.dp > 1 && l.zero < 3) buffers += 2 * std::min(kDpBucketBytes, (dense + expert) * 4);
+  if (l.dp * l.cp > 1 && l.zero < 3) buffers += 2 * std::min(kDpBucketBytes, (dense + expert) * 4);
   // (ZeRO-3's gathered and prefetched blocks are the weight slots above.)
   if (l.ep > 1 && moe_s > 0) buffers += 2 * S * C * ab;  // dispatch and combine
   mb.comm_buffers = buffers;

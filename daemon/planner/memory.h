@@ -60,6 +60,9 @@ struct PlanLayout {
   int tp = 1, pp = 1, dp = 1, ep = 1, cp = 1, zero = 0, virtual_stages = 1;
   bool sp = false;
   std::string sched = "1f1b";
+  // The context plugin exchanging keys and values over cp: "ring" (blocks passed around
+  // the cp group) or "allgather" (every rank gathers all of them).
+  std::string cp_impl = "ring";
   int micro_batch = 1;  // sequences per micro-batch per rank
   int grad_accum = 1;   // micro-batches per step, the pipeline's m
   // Block boundaries of the pp * v pipeline stages: stage s holds blocks

@@ -2,12 +2,14 @@
 #include "planner/plan.h"
 
 #include <algorithm>
+#include <map>
 
 #include "layout/layout.h"
 #include "layout/mapping.h"
 #include "layout/topology.h"
 #include "layout/validate.h"
 #include "pipeline/partition.h"
+#include "planner/runnable.h"
 
 namespace partrain::planner {
 namespace {
@@ -40,10 +42,62 @@ ModelShape shape_of(const ModelDims& m, int experts) {
   return s;
 }
 
+// Where a group's members sit under `mapping`.
+GroupSpan span_of(const std::vector<int>& group, const SlurmView& view, const Mapping& mapping) {
+  std::map<int, int> per_node;
+  for (int r : group) ++per_node[mapping.slot_of_rank[static_cast<size_t>(r)].node];
+  GroupSpan g;
+  g.ranks = static_cast<int>(group.size());
+  g.nodes = static_cast<int>(per_node.size());
+  g.per_node = g.ranks;
+  for (const auto& [node, count] : per_node) {
+    g.per_node = std::min(g.per_node, count);
+    if (view.link(per_node.begin()->first, node) == LinkClass::kInterSwitch) g.across_switches = true;
+  }
+  return g;
+}
+
+// The worst of two spans of one axis: most nodes, then fewest members per node.
+GroupSpan worse(const GroupSpan& a, const GroupSpan& b) {
+  const bool b_worse = b.nodes > a.nodes || (b.nodes == a.nodes && b.per_node < a.per_node);
+  GroupSpan w = b_worse ? b : a;
+  w.across_switches = a.across_switches || b.across_switches;
+  return w;
+}
+
+GroupSpan worst_span(const std::vector<std::vector<int>>& groups, const SlurmView& view,
+                     const Mapping& mapping) {
+  if (groups.empty()) return {};
+  GroupSpan worst = span_of(groups.front(), view, mapping);
+  for (const std::vector<int>& g : groups) worst = worse(worst, span_of(g, view, mapping));
+  return worst;
+}
+
+Spans spans_of(const Layout& layout, const SlurmView& view, const Mapping& mapping) {
+  Spans s;
+  s.tp = worst_span(layout.groups(Axis::kTp), view, mapping);
+  s.cp = worst_span(layout.groups(Axis::kCp), view, mapping);
+  s.ep = worst_span(layout.groups(Axis::kEp), view, mapping);
+  s.pp = worst_span(layout.groups(Axis::kPp), view, mapping);
+  s.dp = worst_span(gradient_groups(layout, Axis::kDp), view, mapping);
+  s.expert_dp = layout.ep() > 1 ? worst_span(gradient_groups(layout, Axis::kExpertDp), view, mapping) : GroupSpan{};
+  return s;
+}
+
 }  // namespace
 
+std::string context_plugin(const config::JobConfig& job) {
+  const std::string spec = job.parallelism.to_string();
+  const size_t at = spec.find("cpimpl=");
+  if (at == std::string::npos) return "ring";
+  const size_t begin = at + 7, end = spec.find(',', begin);
+  const std::string name = spec.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
+  return name == "allgather" ? "allgather" : "ring";
+}
+
 Result<Plan> make_plan(const config::JobConfig& job, const Cluster& cluster,
-                       const HardwareProfile& hw, const Plan* same_traffic) {
+                       const HardwareProfile& hw, const Plan* same_traffic,
+                       const PlanOptions& options) {
   PARTRAIN_RETURN_IF_ERROR(check_cluster(cluster));
   Plan plan;
   plan.model = model_dims(job.model);
@@ -56,7 +110,11 @@ Result<Plan> make_plan(const config::JobConfig& job, const Cluster& cluster,
   BatchShape batch;
   batch.global_batch = job.training.global_batch;
   batch.micro_batch = job.training.micro_batch;
-  PARTRAIN_RETURN_IF_ERROR(validate(spec, facts, shape_of(plan.model, job.model.moe_experts), batch));
+  // The layers' split over pp x virtual stages is the runtime's business (runnable.h): a
+  // plan splits them by cost, so published layouts with uneven stages can be planned.
+  ModelShape shape = shape_of(plan.model, job.model.moe_experts);
+  shape.layers = 0;
+  PARTRAIN_RETURN_IF_ERROR(validate(spec, facts, shape, batch));
   Result<Layout> layout = Layout::create(facts.world, spec);
   if (!layout) return layout.status();
   plan.spec = layout->spec();
@@ -75,18 +133,22 @@ Result<Plan> make_plan(const config::JobConfig& job, const Cluster& cluster,
   l.sp = spec.sequence_parallel() && spec.tp > 1;
   l.sched = spec.sched;
   l.virtual_stages = spec.virtual_stages;
+  l.cp_impl = options.context_plugin.empty() ? context_plugin(job) : options.context_plugin;
   l.micro_batch = *micro;
   l.grad_accum = *accum;
   if (l.pp > 1) {
-    // The stages' blocks as the runtime splits them: balanced by cost, the embeddings with
-    // the first stage and the head with the last (pipeline/partition.h).
+    // The stages' blocks as the runtime splits them: the job's stage_layers when they fit
+    // this layout, else balanced by cost, the embeddings with the first stage and the head
+    // with the last (pipeline/partition.h).
     engine::ModelOptions resolved = job.model;
     resolved.kv_heads = static_cast<int>(plan.model.KV);
     resolved.ffn_hidden = static_cast<int>(plan.model.F);
     Result<std::vector<pipeline::PieceCost>> pieces = pipeline::piece_costs(resolved);
     if (!pieces) return pieces.status();
+    const int stages = l.pp * std::max(1, l.virtual_stages);
+    const bool own_split = static_cast<int>(job.stage_layers.size()) == stages;
     Result<std::vector<pipeline::StagePart>> parts =
-        pipeline::partition_stages(*pieces, l.pp * std::max(1, l.virtual_stages));
+        pipeline::partition_stages(*pieces, stages, own_split ? job.stage_layers : std::vector<int>{});
     if (!parts) return parts.status();
     for (const pipeline::StagePart& part : *parts) l.stage_bounds.push_back(part.first_block);
     l.stage_bounds.push_back(parts->back().end_block);
@@ -116,9 +178,11 @@ Result<Plan> make_plan(const config::JobConfig& job, const Cluster& cluster,
   sizes.bytes_per_element = plan.precision.act_bytes;
   sizes.top_k = static_cast<int>(plan.model.top_k);
   sizes.moe_layers = plan.model.moe_layers;
+  sizes.kv_hidden = static_cast<int>(plan.model.KV * plan.model.head_dim());
   if (same_traffic != nullptr) {
     plan.traffic = same_traffic->traffic;
     plan.grad_traffic = same_traffic->grad_traffic;
+    plan.spans = same_traffic->spans;
   } else {
     Result<Mapping> mapping = map_topology_aware(*layout, view, sizes);
     if (!mapping) return mapping.status();
@@ -126,27 +190,22 @@ Result<Plan> make_plan(const config::JobConfig& job, const Cluster& cluster,
     StepSizes grad_sizes = sizes;
     grad_sizes.bytes_per_element = plan.precision.grad_bytes;
     plan.grad_traffic = step_cost(*layout, view, *mapping, grad_sizes);
+    plan.spans = spans_of(*layout, view, *mapping);
   }
 
+  // The engine's attention workspace: fp32 scores and bf16 probabilities of every head.
+  const double scores = static_cast<double>(l.micro_batch) * plan.model.H / l.tp * plan.model.T / l.cp *
+                        plan.model.T * (4 + plan.precision.act_bytes);
+  plan.runtime = options.runtime ? *options.runtime : partrain_runtime(hw.kind == "cpu", scores);
   StepInputs in;
   in.model = plan.model;
   in.params = plan.params;
   in.layout = l;
-  in.memory = plan.memory;
-  // One micro-batch's activations without recompute: what the elementwise kernels stream.
-  ModelDims plain = plan.model;
-  plain.recompute = engine::Recompute::kNone;
-  PlanLayout single = l;
-  single.pp = 1;
-  single.grad_accum = 1;
-  in.act_bytes_per_micro_batch =
-      stage_memory(plain, single, plan.precision, 0, 0, 0).activations / l.pp;
   in.precision = plan.precision;
-  in.traffic = plan.traffic;
-  in.grad_traffic = plan.grad_traffic;
-  in.nodes = cluster.nodes;
-  in.gpus_per_node = cluster.gpus_per_node;
+  in.runtime = plan.runtime;
+  in.spans = plan.spans;
   plan.time = predict_step(in, hw);
+  plan.runnable = runnable(plan.spec, job, hw.kind);
   return plan;
 }
 

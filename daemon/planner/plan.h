@@ -5,6 +5,7 @@
 // time from a hardware profile (step_time.h). search_plans enumerates the valid layouts.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "layout/spec.h"
 #include "planner/hardware.h"
 #include "planner/memory.h"
+#include "planner/runtime.h"
 #include "planner/step_time.h"
 
 namespace partrain::planner {
@@ -37,8 +39,24 @@ struct Plan {
   double bubble = 0;             // idle fraction of a pipelined step
   StepCost traffic;              // bytes per step, per axis and link class (whole cluster)
   StepCost grad_traffic;         // the DP part counted in gradient precision
+  Spans spans;                   // where each axis' groups sit
+  Runtime runtime;               // what the step time assumes the runtime does
   StepTime time;
+  Status runnable;               // ok, or why this version cannot run it on the device
 };
+
+// What make_plan assumes beyond the job and the hardware.
+struct PlanOptions {
+  // What the runtime does. Default: partrain's own on the profile's device
+  // (partrain_runtime in runtime.h)
+  std::optional<Runtime> runtime;
+  // The context plugin; "" = the job's spec item cpimpl=NAME when present, else ring.
+  std::string context_plugin;
+};
+
+// The context plugin a job asks for: its spec's cpimpl=ring|allgather item, read
+// tolerantly (absent or unknown: "ring").
+std::string context_plugin(const config::JobConfig& job);
 
 // The job (its [parallelism] already overlaid with the command line's spec) on `cluster`
 // with `hw`. Errors (invalid layout, a batch that does not divide) name the fix.
@@ -46,12 +64,14 @@ struct Plan {
 // ZeRO stage, schedule and micro-batch (recompute and sequence parallelism move no bytes
 // in the cost model): its bytes per step are reused instead of mapped again.
 Result<Plan> make_plan(const config::JobConfig& job, const Cluster& cluster,
-                       const HardwareProfile& hw, const Plan* same_traffic = nullptr);
+                       const HardwareProfile& hw, const Plan* same_traffic = nullptr,
+                       const PlanOptions& options = {});
 
 // Every valid layout of the job on the cluster (tp within a node, pp dividing the layers,
 // ZeRO 0-3, sequence parallel on and off, the three recompute modes, 1F1B and
-// interleaved:2, micro-batches that keep the global batch), the ones that fit, fastest
-// first. `considered` (optional) receives how many layouts were tried.
+// interleaved:2, micro-batches that keep the global batch), the ones that fit and this
+// version can run on the profile's device (runnable.h), fastest first. `considered`
+// (optional) receives how many layouts were tried.
 std::vector<Plan> search_plans(const config::JobConfig& job, const Cluster& cluster,
                                const HardwareProfile& hw, int* considered = nullptr);
 

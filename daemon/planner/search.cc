@@ -72,7 +72,7 @@ std::vector<Plan> search_plans(const config::JobConfig& job, const Cluster& clus
                   Result<Plan> plan = make_plan(candidate, cluster, hw, mapped ? &*mapped : nullptr);
                   if (!plan) continue;
                   if (!mapped) mapped = *plan;
-                  if (plan->fits) fits.push_back(std::move(plan).value());
+                  if (plan->fits && plan->runnable.is_ok()) fits.push_back(std::move(plan).value());
                 }
               }
             }

@@ -3,23 +3,128 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
+
+#include "planner/collectives.h"
 
 namespace partrain::planner {
 namespace {
 
 using engine::Recompute;
 
-// Seconds for one rank to send `per_rank` bytes over the slowest link class its axis
-// uses (a ring moves at the pace of its slowest edge), plus `messages` latencies.
-double link_time(const LinkBytes& b, double per_rank, double messages, const HardwareProfile& hw) {
-  if (b.total() <= 0) return 0;
-  double bw = hw.intra_bandwidth, lat = hw.intra_latency;
-  if (b[LinkClass::kInterSwitch] > 0) {
-    bw = hw.inter_switch_bandwidth, lat = hw.inter_latency;
-  } else if (b[LinkClass::kInterNode] > 0) {
-    bw = hw.inter_bandwidth, lat = hw.inter_latency;
+// Block boundaries of the p v stages: the plan's partition when the runtime balances by
+// cost, else layers / (p v) blocks each (the first stages take a remainder).
+std::vector<int> stage_bounds(const ModelDims& m, const PlanLayout& l, const Runtime& rt, int stages) {
+  if (rt.balanced_partition && static_cast<int>(l.stage_bounds.size()) == stages + 1) return l.stage_bounds;
+  const int L = static_cast<int>(m.L), per = L / stages, extra = L % stages;
+  std::vector<int> b{0};
+  for (int s = 0; s < stages; ++s) b.push_back(b.back() + per + (s < extra ? 1 : 0));
+  return b;
+}
+
+int moe_blocks_in(const ModelDims& m, int b0, int b1) {
+  int n = 0;
+  for (int i = b0; i < b1 && m.moe_layers > 0; ++i) n += (i + 1) % m.moe_every == 0 ? 1 : 0;
+  return n;
+}
+
+// One pipeline rank: its micro-batch time by part, what backward and forward of one
+// micro-batch take (the windows that hide the gradient reduction and parameter gathers),
+// and the parameters whose gradients it reduces.
+struct RankTime {
+  double compute = 0, tp = 0, cp = 0, ep = 0, pp = 0;
+  double forward = 0, backward = 0;
+  double dense_params = 0, expert_params = 0;
+  int blocks = 0;
+  double total() const { return compute + tp + cp + ep + pp; }
+};
+
+// Seconds of the gradient reduction over dp x cp (and of ZeRO's parameter gathers) for
+// one rank, and the part its compute does not hide.
+std::pair<double, double> data_parallel(const RankTime& r, const StepInputs& in, double busy,
+                                        const HardwareProfile& hw) {
+  const PlanLayout& l = in.layout;
+  const Runtime& rt = in.runtime;
+  const Spans& sp = in.spans;
+  if (sp.dp.ranks <= 1 && sp.expert_dp.ranks <= 1) return {0, 0};
+  const double wire = rt.grad_wire_bytes > 0 ? rt.grad_wire_bytes : in.precision.grad_bytes;
+  const double pb = in.precision.param_bytes;
+  auto over = [&](Collective c, double dense, double expert) {
+    return collective_seconds(c, dense, sp.dp, hw) + collective_seconds(c, expert, sp.expert_dp, hw);
+  };
+  double reduce = 0, gather = 0, gather_hidden_by = 0;
+  if (l.zero == 0) {
+    reduce = over(Collective::kAllReduce, r.dense_params * wire, r.expert_params * wire);
+  } else {
+    reduce = over(Collective::kReduceScatter, r.dense_params * wire, r.expert_params * wire);
+    const double once = over(Collective::kAllGather, r.dense_params * pb, r.expert_params * pb);
+    // ZeRO-1/2 gather the updated weights once; ZeRO-3 gathers every block before its
+    // forward and its backward, prefetched one block ahead of the compute.
+    gather = l.zero >= 3 ? 2.0 * l.grad_accum * once : once;
+    gather_hidden_by = l.zero >= 3 ? busy : (rt.param_gather_overlap ? r.forward : 0);
   }
-  return per_rank / bw + messages * lat;
+  const double bucket = 1.0 / std::max(1, r.blocks);  // the first block's share, reduced last
+  const double reduce_exposed = rt.dp_overlap ? std::max(reduce - r.backward, reduce * bucket) : reduce;
+  const double gather_exposed =
+      gather_hidden_by > 0 ? std::max(gather - gather_hidden_by, gather * bucket) : gather;
+  return {reduce + gather, reduce_exposed + gather_exposed};
+}
+
+// Every pipeline rank's micro-batch time by part; `p2p` receives one pipeline transfer's
+// seconds.
+std::vector<RankTime> rank_times(const StepInputs& in, const HardwareProfile& hw, double* p2p) {
+  const PlanLayout& l = in.layout;
+  const ModelDims& m = in.model;
+  const ParamCounts& pc = in.params;
+  const Runtime& rt = in.runtime;
+  const int p = std::max(1, l.pp), v = p > 1 ? std::max(1, l.virtual_stages) : 1, stages = p * v;
+  const double tp = l.tp, e = in.precision.act_bytes;
+  const BlockCost dense = block_cost(m, l, false, rt, in.spans, in.precision, hw);
+  const BlockCost moe = m.moe_layers > 0 ? block_cost(m, l, true, rt, in.spans, in.precision, hw) : BlockCost{};
+  const double head = head_seconds(m, l, in.precision, hw);
+  const double embed = embedding_seconds(m, l, in.precision, hw);
+  const std::vector<int> bounds = stage_bounds(m, l, rt, stages);
+  // A pipeline transfer: a stage's output for one micro-batch (1/tp of it per rank when
+  // sequence-parallel or scattered).
+  *p2p = 0;
+  if (p > 1) {
+    const double bytes = l.micro_batch * m.T / l.cp * m.C * e / (l.sp || rt.pp_scatter_gather ? tp : 1);
+    *p2p = send_seconds(bytes, in.spans.pp.nodes > 1, in.spans.pp.across_switches, hw);
+  }
+  const double vocab = std::ceil(m.V / tp) * m.C;
+  std::vector<RankTime> ranks(static_cast<size_t>(p));
+  for (int r = 0; r < p; ++r) {
+    RankTime& t = ranks[static_cast<size_t>(r)];
+    for (int c = 0; c < v; ++c) {
+      const int s = c * p + r;
+      const int b0 = bounds[static_cast<size_t>(s)], b1 = bounds[static_cast<size_t>(s) + 1];
+      const double nm = moe_blocks_in(m, b0, b1), nd = (b1 - b0) - nm;
+      t.blocks += b1 - b0;
+      t.compute += nd * dense.compute() + nm * moe.compute();
+      t.tp += nd * dense.tp + nm * moe.tp;
+      t.cp += nd * dense.cp + nm * moe.cp;
+      t.ep += nd * dense.ep + nm * moe.ep;
+      t.forward += nd * dense.forward + nm * moe.forward;
+      t.backward += nd * (dense.backward + dense.recompute) + nm * (moe.backward + moe.recompute);
+      t.dense_params += nd * (pc.layer_split / tp + pc.layer_repl) + nm * (pc.moe_layer_split / tp + pc.moe_layer_repl);
+      t.expert_params += nm * m.E / l.ep * (pc.expert_split / tp + pc.expert_repl);
+      if (s == 0) {
+        t.compute += embed;
+        t.dense_params += vocab + pc.positions;
+      }
+      if (s == stages - 1) {
+        t.compute += head;
+        t.backward += head * 2 / 3;
+        t.dense_params += pc.final_norm + ((m.tied && p == 1) ? 0 : vocab);
+      }
+      if (p > 1 && !rt.pp_overlap) t.pp += 2 * *p2p;  // its input forward, its gradient back
+    }
+    if (rt.grad_accumulation_pass) {
+      t.compute += (t.dense_params + t.expert_params) * (e + 8) /
+                   (hw.memory_bandwidth * hw.elementwise_efficiency);
+    }
+  }
+  return ranks;
 }
 
 }  // namespace
@@ -40,71 +145,53 @@ Flops flops_per_token(const ModelDims& m, const ParamCounts& p) {
 StepTime predict_step(const StepInputs& in, const HardwareProfile& hw) {
   const PlanLayout& l = in.layout;
   const ModelDims& m = in.model;
-  const double W = l.world(), tp = l.tp, pp = l.pp, mcount = l.grad_accum;
-  const double rate = hw.peak() * hw.matmul_efficiency;
-  const double attention_rate = hw.peak() * hw.attention_efficiency;
-  const double bandwidth = hw.memory_bandwidth;
+  const int p = std::max(1, l.pp), v = p > 1 ? std::max(1, l.virtual_stages) : 1;
+  double p2p = 0;
+  const std::vector<RankTime> ranks = rank_times(in, hw, &p2p);
+  const Runtime& rt = in.runtime;
+
+  // The pipeline: m micro-batches at the slowest rank's pace, then the fill and drain:
+  // (p-1)/v of a rank's micro-batch (a third of it for ZB-H1, whose weight gradients fill
+  // the cool-down).
+  const RankTime* slow = &ranks.front();
+  double mean = 0;
+  for (const RankTime& t : ranks) {
+    if (t.total() > slow->total()) slow = &t;
+    mean += t.total() / p;
+  }
+  const double mcount = l.grad_accum;
+  StepTime st;
+  st.compute = mcount * slow->compute;
+  st.tp = mcount * slow->tp;
+  st.cp = mcount * slow->cp;
+  st.ep = mcount * slow->ep;
+  st.pp = mcount * slow->pp + (p > 1 && rt.pp_overlap ? 2.0 * (p - 1) * p2p : 0);
+  const double busy = mcount * slow->total();
+  if (p > 1) st.bubble = mean * (p - 1) / v * (l.sched == "zbh1" ? 1.0 / 3 : 1.0);
+
+  // Gradient reduction: rank r finishes its last backward r/v micro-batch times before
+  // the first stage does, and has that long for its collectives.
+  const Precision& pr = in.precision;
+  for (int r = 0; r < p; ++r) {
+    const RankTime& t = ranks[static_cast<size_t>(r)];
+    const auto [all, shown] = data_parallel(t, in, busy, hw);
+    st.dp = std::max(st.dp, all);
+    st.dp_exposed = std::max(st.dp_exposed, shown - mean * r / v);
+    // AdamW reads weight, gradient, moments (and master) and writes all but the gradient.
+    const double shard = (t.dense_params + t.expert_params) / (l.zero >= 1 ? std::max(1, in.spans.dp.ranks) : 1);
+    const double touched = 2.0 * pr.param_bytes + pr.grad_bytes + 2.0 * pr.optimizer_bytes();
+    st.optimizer = std::max(st.optimizer, shard * touched / hw.memory_bandwidth);
+  }
+  st.total = busy + st.bubble + (st.pp - mcount * slow->pp) + st.dp_exposed + st.optimizer;
+
   const Flops f = flops_per_token(m, in.params);
-  StepTime t;
-
-  // One micro-batch on the slowest stage (the last: it also runs the LM head); GEMMs at
-  // the matmul rate, the attention core at the attention kernel's.
-  const double tokens_mb = static_cast<double>(l.micro_batch) * m.T / (tp * l.cp);
-  const double head = 2 * m.V * m.C;
-  const double gemm = f.hardware_per_token - f.attention_per_token;
-  const double gemm_mb = tokens_mb * ((gemm - 3 * head) / pp + 3 * head);
-  const double attention_mb = tokens_mb * f.attention_per_token / pp;
-  // Elementwise work streams the activations (written forward, read backward, their
-  // gradient written and read; recompute writes them again) and reads the weights three
-  // times (forward, dX, dW).
-  const double again = f.hardware_per_token / f.model_per_token;
-  const double traffic_mb = (4 + 3 * (again - 1)) * in.act_bytes_per_micro_batch +
-                            3 * in.memory.params * in.precision.param_bytes;
-  const double t_mb = gemm_mb / rate + attention_mb / attention_rate + traffic_mb / bandwidth;
-  t.compute = mcount * t_mb;
-
-  // Communication per axis; cost_model.h gives whole-cluster bytes per link class, and
-  // every rank of a ring sends the same share.
-  const int Ls = static_cast<int>(m.L) / l.pp;
-  auto ring_steps = [](double n) { return 2 * (n - 1); };
-  t.tp = link_time(in.traffic.tp, in.traffic.tp.total() / W,
-                   4.0 * Ls * mcount * ring_steps(tp), hw);
-  const double moe_s = m.moe_layers / pp;
-  t.ep = link_time(in.traffic.ep, in.traffic.ep.total() / W, 4.0 * moe_s * mcount * (l.ep - 1), hw);
-  t.cp = link_time(in.traffic.cp, in.traffic.cp.total() / W, 3.0 * Ls * mcount * (l.cp - 1), hw);
-  // PP: a middle stage sends per edge what the whole group's (p-1) edges carry / (p-1).
-  const double pp_edges = W / pp * (pp - 1);
-  t.pp = l.pp > 1 ? link_time(in.traffic.pp, in.traffic.pp.total() / pp_edges,
-                              2.0 * mcount * l.virtual_stages, hw)
-                  : 0;
-  // DP: the gradients once per step, in 25 MiB buckets, overlapped with the last
-  // micro-batch's backward except for the last bucket (about one block's gradients).
-  const double grad_bytes = in.memory.params * in.precision.grad_bytes;
-  const double buckets = std::max(1.0, std::ceil(grad_bytes / (25.0 * (1 << 20))));
-  t.dp = link_time(in.grad_traffic.dp, in.grad_traffic.dp.total() / W,
-                   buckets * ring_steps(l.dp), hw);
-  const double backward_last = t_mb * (f.hardware_per_token - f.forward_per_token) /
-                               f.hardware_per_token;
-  t.dp_exposed = l.dp > 1 ? std::max(t.dp - backward_last, t.dp / std::max(1, Ls + 1)) : 0;
-
-  // The pipelined part; the bubble adds (p-1)/(v m) of it.
-  const double busy = t.compute + t.tp + t.cp + t.ep + t.pp;
-  const double bubble = bubble_fraction(l.pp, l.grad_accum, l.virtual_stages);
-  t.bubble = bubble < 1 ? busy * bubble / (1 - bubble) : 0;
-  // AdamW reads weight, gradient, moments (and master) and writes all but the gradient.
-  const Precision& p = in.precision;
-  const double state_params = in.memory.params / (l.zero >= 1 ? l.dp : 1);
-  const double touched = 2.0 * p.param_bytes + p.grad_bytes + 2.0 * p.optimizer_bytes();
-  t.optimizer = state_params * touched / bandwidth;
-  t.total = busy + t.bubble + t.dp_exposed + t.optimizer;
-
   const double tokens = static_cast<double>(l.micro_batch) * l.grad_accum * l.dp * m.T;
-  t.tokens_per_s = tokens / t.total;
-  t.tokens_per_s_per_gpu = t.tokens_per_s / W;
-  t.model_flops_per_gpu = f.model_per_token * t.tokens_per_s_per_gpu;
-  t.hardware_flops_per_gpu = f.hardware_per_token * t.tokens_per_s_per_gpu;
-  t.mfu = t.model_flops_per_gpu / hw.peak();
-  return t;
+  st.tokens_per_s = tokens / st.total;
+  st.tokens_per_s_per_gpu = st.tokens_per_s / l.world();
+  st.model_flops_per_gpu = f.model_per_token * st.tokens_per_s_per_gpu;
+  st.hardware_flops_per_gpu = f.hardware_per_token * st.tokens_per_s_per_gpu;
+  st.mfu = st.model_flops_per_gpu / hw.peak();
+  return st;
 }
 
 }  // namespace partrain::planner

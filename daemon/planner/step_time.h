@@ -1,14 +1,17 @@
-// The step-time model: FLOPs of a training step (6 N tokens plus attention, plus what
-// recompute repeats), per-micro-batch compute time on a stage from the profile's GEMM
-// rate and memory bandwidth, communication time per axis from its bytes over the slowest
-// link class it crosses plus per-message latency, the pipeline bubble, the part of the
-// DP all-reduce that backward cannot hide, and the optimizer's memory traffic.
-// Formulas in partrain-plan(1).
+// The step-time model: one optimizer step on the slowest rank, from the blocks each
+// pipeline rank holds (the cost-balanced partition the memory model uses, or the
+// runtime's uniform one), each block timed kernel by kernel (block_time.h), the pipeline
+// composed from the ranks' micro-batch times (busy m x slowest rank, bubble (p-1)/v of a
+// rank's micro-batch), the gradient reduction over dp x cp with what the last
+// micro-batch's backward hides, and AdamW's memory traffic. Formulas in partrain-plan(1).
 #pragma once
 
-#include "layout/cost_model.h"
+#include <vector>
+
+#include "planner/block_time.h"
 #include "planner/hardware.h"
 #include "planner/memory.h"
+#include "planner/runtime.h"
 
 namespace partrain::planner {
 
@@ -23,11 +26,11 @@ Flops flops_per_token(const ModelDims& m, const ParamCounts& p);
 // Seconds of each part of one optimizer step on the slowest rank.
 struct StepTime {
   double compute = 0;      // m micro-batches of forward + backward (+ recompute)
-  double tp = 0, ep = 0, cp = 0;  // collectives inside the step, not overlapped
-  double pp = 0;           // point-to-point activations and gradients
+  double tp = 0, ep = 0, cp = 0;  // collectives inside the step, not hidden
+  double pp = 0;           // point-to-point activations and gradients on the critical path
   double bubble = 0;       // pipeline fill and drain
-  double dp = 0;           // the gradient all-reduce (or ZeRO's reduce-scatter + gathers)
-  double dp_exposed = 0;   // ... the part backward does not hide
+  double dp = 0;           // the gradient reduction (and ZeRO's parameter gathers)
+  double dp_exposed = 0;   // ... the part backward and forward do not hide
   double optimizer = 0;    // AdamW over the rank's (sharded) state
   double total = 0;
   double tokens_per_s = 0, tokens_per_s_per_gpu = 0;
@@ -39,13 +42,10 @@ struct StepTime {
 struct StepInputs {
   ModelDims model;
   ParamCounts params;
-  PlanLayout layout;
-  MemoryBreakdown memory;
-  double act_bytes_per_micro_batch = 0;  // activations of one micro-batch, no recompute
+  PlanLayout layout;  // stage_bounds filled when pp > 1
   Precision precision;
-  StepCost traffic;       // activations' precision
-  StepCost grad_traffic;  // gradients' precision (the DP part is used)
-  int nodes = 1, gpus_per_node = 1;
+  Runtime runtime;
+  Spans spans;
 };
 
 StepTime predict_step(const StepInputs& in, const HardwareProfile& hw);

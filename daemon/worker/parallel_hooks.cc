@@ -9,12 +9,12 @@ namespace partrain::worker {
 namespace train = partrain::engine::train;
 
 ParallelHooks::ParallelHooks(train::Trainer& trainer, const ParallelAxes& axes) : trainer_(trainer), a_(axes) {
-  int64_t offset = 0;
-  for (train::ModelPart& p : trainer_.parts()) {
-    offsets_.push_back(offset);
-    offset += p.model->num_params();
-    handed_.emplace_back(p.model->table().specs().size(), false);
-  }
+  for (train::ModelPart& p : trainer_.parts()) handed_.emplace_back(p.model->table().specs().size(), false);
+}
+
+Status ParallelHooks::zero_status() const {
+  for (const ZeroComm* z : a_.zero) PARTRAIN_RETURN_IF_ERROR(z->status());
+  return Status::ok();
 }
 
 Status ParallelHooks::begin_step(int64_t step) {
@@ -46,21 +46,22 @@ Status ParallelHooks::part_grads_ready(int part) {
 }
 
 Status ParallelHooks::hand_over(int part, size_t i) {
-  engine::model::Model& m = model(part);
-  const engine::model::ParamSpec& spec = m.table().specs()[i];
+  const train::ModelPart& p = trainer_.parts()[static_cast<size_t>(part)];
+  const engine::model::ParamSpec& spec = p.model->table().specs()[i];
   handed_[static_cast<size_t>(part)][i] = true;
   if (spec.expert && a_.expert != nullptr) return Status::ok();  // summed over expert-dp in sync_grads
-  return a_.data->grads_ready(m.grads().ptr<float>() + spec.offset,
-                              static_cast<size_t>(offsets_[static_cast<size_t>(part)] + spec.offset),
-                              static_cast<size_t>(spec.numel()),
-                              stage() == 1 ? m.shard_grads().ptr<float>() : nullptr);
+  // ZeRO-1: the plugin adds this rank's part of the average into the part's gradient shard.
+  float* shard = stage() == 1 ? a_.zero[static_cast<size_t>(part)]->shard_base(p.model->shard_grads()) : nullptr;
+  return a_.data->grads_ready(p.model->grads().ptr<float>() + spec.offset,
+                              static_cast<size_t>(p.view_offset + spec.offset), static_cast<size_t>(spec.numel()),
+                              shard);
 }
 
 Status ParallelHooks::sync_grads(train::StepMetrics* m) {
   if (a_.tensor != nullptr) PARTRAIN_RETURN_IF_ERROR(a_.tensor->status());
   if (a_.context != nullptr) PARTRAIN_RETURN_IF_ERROR(a_.context->status());
   if (a_.data != nullptr) {
-    if (a_.zero != nullptr) PARTRAIN_RETURN_IF_ERROR(a_.zero->status());
+    PARTRAIN_RETURN_IF_ERROR(zero_status());
     // A v1 plugin is handed the one flat gradient buffer it averages.
     const bool flat = stage() < 2 && trainer_.parts().size() == 1;
     PARTRAIN_RETURN_IF_ERROR(a_.data->grads_done(flat ? model(0).grads().ptr<float>() : nullptr));
@@ -78,22 +79,57 @@ Status ParallelHooks::sync_grads(train::StepMetrics* m) {
 // GPT-2's head is wte: the first stage's copy has the embedding's gradient, the last
 // stage's the head's; each adds the other's, so both hold the sum (a + b = b + a exactly).
 // Stage 0 lives on pp rank 0 and the last stage on pp rank pp-1, whatever the chunking.
+// Under ZeRO the reduced gradient lives in the dp group's shards, cut differently on the two
+// stages: each rank gathers its stage's whole tensor from the shards, exchanges it, and adds
+// the peer's into its own shard piece.
 Status ParallelHooks::sum_tied_embeddings() {
   if (a_.pp == nullptr) return Status::ok();
   engine::Backend& be = trainer_.backend();
-  for (train::ModelPart& p : trainer_.parts()) {
+  const bool sharded = a_.data != nullptr && stage() >= 1;
+  for (size_t i = 0; i < trainer_.parts().size(); ++i) {
+    const train::ModelPart& p = trainer_.parts()[i];
     engine::model::Model& m = *p.model;
     const bool emb = m.options().tie_embeddings && m.first_stage() && !m.last_stage();
     if (!emb && !m.holds_tied_head_copy()) continue;
-    const engine::Tensor g = m.grad(m.table().find(m.tied_embedding_name()));
-    Result<engine::Tensor> other = be.alloc(engine::MemCategory::kWorkspace, engine::DType::kF32, g.shape);
-    if (!other) return other.status();
-    const int peer = emb ? a_.pp->size() - 1 : 0;
-    const size_t n = static_cast<size_t>(g.numel());
-    Status s = a_.pp->batch_send_recv({{true, g.ptr<float>(), n, peer, kTagTied},
-                                       {false, other->ptr<float>(), n, peer, kTagTied}})->wait();
-    if (s) be.accumulate(g, *other);
-    be.release(&*other);
+    const int t = m.table().find(m.tied_embedding_name());
+    const engine::model::ParamSpec& spec = m.table().specs()[static_cast<size_t>(t)];
+    std::vector<engine::Tensor> scratch;  // released on every way out
+    auto alloc = [&]() -> Result<engine::Tensor> {
+      Result<engine::Tensor> r = be.alloc(engine::MemCategory::kWorkspace, engine::DType::kF32, spec.shape);
+      if (r) scratch.push_back(*r);
+      return r;
+    };
+    Status s = [&]() -> Status {
+      engine::Tensor mine = sharded ? engine::Tensor{} : m.grad(t);
+      if (sharded) {
+        Result<engine::Tensor> whole = alloc();
+        if (!whole) return whole.status();
+        mine = *whole;
+        PARTRAIN_RETURN_IF_ERROR(a_.data->params_gather(a_.zero[i]->shard_base(m.shard_grads()), mine.ptr<float>(),
+                                                        static_cast<size_t>(p.view_offset + spec.offset),
+                                                        static_cast<size_t>(spec.numel())));
+        PARTRAIN_RETURN_IF_ERROR(a_.data->params_wait(mine.ptr<float>()));
+      }
+      Result<engine::Tensor> other = alloc();
+      if (!other) return other.status();
+      const int peer = emb ? a_.pp->size() - 1 : 0;
+      const size_t n = static_cast<size_t>(spec.numel());
+      PARTRAIN_RETURN_IF_ERROR(a_.pp->batch_send_recv({{true, mine.ptr<float>(), n, peer, kTagTied},
+                                                       {false, other->ptr<float>(), n, peer, kTagTied}})->wait());
+      if (!sharded) {
+        be.accumulate(mine, *other);
+        return Status::ok();
+      }
+      // The tensor's elements inside this rank's shard of the part.
+      const int64_t lo = std::max(m.shard().begin, spec.offset);
+      const int64_t hi = std::min(m.shard().end, spec.offset + spec.numel());
+      if (lo < hi) {
+        be.accumulate(m.shard_grads().slice(lo - m.shard().begin, {hi - lo}),
+                      other->slice(lo - spec.offset, {hi - lo}));
+      }
+      return Status::ok();
+    }();
+    for (engine::Tensor& x : scratch) be.release(&x);
     PARTRAIN_RETURN_IF_ERROR(s);
   }
   return Status::ok();
@@ -146,9 +182,9 @@ Status ParallelHooks::reduce_norm(const train::GradSquares& local, double* total
   } else {
     sq += local.experts;
   }
-  if (a_.zero != nullptr) {
-    sq = a_.zero->sum(sq);
-    PARTRAIN_RETURN_IF_ERROR(a_.zero->status());
+  if (!a_.zero.empty()) {  // the shards' squares over the dp group
+    sq = a_.zero.front()->sum(sq);
+    PARTRAIN_RETURN_IF_ERROR(zero_status());
   }
   if (a_.tensor != nullptr) {
     sq = a_.tensor->sum(sq);
@@ -180,11 +216,13 @@ Status ParallelHooks::after_step(train::StepMetrics* m) {
     m->add_comm(train::CommAxis::kTp, ts.comm_ms, ts.comm_ms, static_cast<int>(ts.collectives));
   }
   if (a_.data == nullptr) return Status::ok();
-  if (a_.zero != nullptr) PARTRAIN_RETURN_IF_ERROR(a_.zero->status());
+  PARTRAIN_RETURN_IF_ERROR(zero_status());
   if (stage() == 1 || stage() == 2) {  // every rank stepped its shard: gather the full parameters
-    for (train::ModelPart& p : trainer_.parts()) {
+    for (size_t i = 0; i < trainer_.parts().size(); ++i) {
+      train::ModelPart& p = trainer_.parts()[i];
       float* params = p.model->params().ptr<float>();
-      PARTRAIN_RETURN_IF_ERROR(a_.data->params_gather(p.model->shard_params().ptr<float>(), params, 0,
+      PARTRAIN_RETURN_IF_ERROR(a_.data->params_gather(a_.zero[i]->shard_base(p.model->shard_params()), params,
+                                                      static_cast<size_t>(p.view_offset),
                                                       static_cast<size_t>(p.model->num_params())));
       PARTRAIN_RETURN_IF_ERROR(a_.data->params_wait(params));
     }

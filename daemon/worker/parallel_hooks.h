@@ -45,7 +45,7 @@ namespace partrain::worker {
 // What one rank's step drives, each null where its axis has one rank.
 struct ParallelAxes {
   DataPluginComm* data = nullptr;      // dp > 1: the data plugin (dp, zeroN)
-  ZeroComm* zero = nullptr;            // ZeRO stage >= 1: the model's ShardComm
+  std::vector<ZeroComm*> zero;         // ZeRO stage >= 1: each model part's ShardComm
   TensorPluginComm* tensor = nullptr;  // tp > 1
   ExpertPluginComm* expert = nullptr;  // ep > 1
   ContextPluginComm* context = nullptr;  // cp > 1
@@ -72,12 +72,12 @@ class ParallelHooks final : public engine::train::StepHooks {
   int stage() const { return a_.data->plan().stage; }
   engine::model::Model& model(int part) { return *trainer_.parts()[static_cast<size_t>(part)].model; }
   Status hand_over(int part, size_t tensor);
+  Status zero_status() const;
   Status sum_tied_embeddings();
   Status reduce_moe_stats(engine::train::StepMetrics* m);
 
   engine::train::Trainer& trainer_;
   ParallelAxes a_;
-  std::vector<int64_t> offsets_;             // per part: where its gradients start in the plugin's view
   std::vector<std::vector<bool>> handed_;    // per part and tensor: given to the plugin this step
 };
 

@@ -41,7 +41,7 @@ Result<PipelinePlan> plan_pipeline(const config::JobConfig& job, const Layout& l
   Result<std::vector<pipeline::PieceCost>> pieces = pipeline::piece_costs(engine::model::resolved(job.model));
   if (!pieces) return pieces.status();
   Result<std::vector<pipeline::StagePart>> parts =
-      pipeline::partition_stages(*pieces, layout.pp() * spec.virtual_stages);
+      pipeline::partition_stages(*pieces, layout.pp() * spec.virtual_stages, job.stage_layers);
   if (!parts) return parts.status();
   PipelinePlan plan;
   plan.schedule = std::move(sched).value();

@@ -71,7 +71,7 @@ class RankTraining {
   std::unique_ptr<HostReducer> dp_values_;
   std::unique_ptr<PipelineExecutor> executor_;
   std::unique_ptr<DataPluginComm> data_;
-  std::unique_ptr<ZeroComm> zero_;
+  std::vector<std::unique_ptr<ZeroComm>> zero_;  // one per model part
   std::unique_ptr<TensorPluginComm> tensor_;
   std::unique_ptr<ExpertPluginComm> expert_;
   std::unique_ptr<ContextPluginComm> context_;
@@ -130,10 +130,6 @@ Status RankTraining::init_data_plugin(train::RunOptions* o) {
                             buffer_memory_feature(job_.device);
   PARTRAIN_RETURN_IF_ERROR(data_->init(loaded.config, run_.groups->data_group(), run_.rank, num_params, features));
   const partrain_data_plan_v2_t& plan = data_->plan();
-  if (run_.pipeline != nullptr && plan.stage != 0) {
-    return Status::invalid("the data plugin shards training state (ZeRO); pipeline stages run with plain dp in "
-                           "this version");
-  }
   o->shard = {plan.stage, static_cast<int64_t>(plan.shard_begin), static_cast<int64_t>(plan.shard_end),
               plan.prefetch};
   return Status::ok();
@@ -147,7 +143,11 @@ Status RankTraining::plug_strategies() {
     PARTRAIN_RETURN_IF_ERROR(bind_to_backend(*dp, trainer_->backend()));
     dp_values_ = std::make_unique<HostReducer>(dp, &trainer_->backend());
   }
-  if (data_ && data_->plan().stage > 0) zero_ = std::make_unique<ZeroComm>(data_.get(), dp);
+  if (data_ && data_->plan().stage > 0) {
+    for (train::ModelPart& p : trainer_->parts()) {
+      zero_.push_back(std::make_unique<ZeroComm>(data_.get(), dp, *p.model, p.view_offset));
+    }
+  }
   if (const Loaded<plugin::TensorPlugin>& t = run_.strategies->tensor; t) {
     tensor_ = std::make_unique<TensorPluginComm>(t.plugin->api(), group(Axis::kTp));
     PARTRAIN_RETURN_IF_ERROR(tensor_->init(t.config, trainer_->options().tp.sp, run_.rank, layout_.world()));
@@ -160,15 +160,16 @@ Status RankTraining::plug_strategies() {
     context_ = std::make_unique<ContextPluginComm>(c.plugin->api(), group(Axis::kCp), &trainer_->backend());
     PARTRAIN_RETURN_IF_ERROR(context_->init(c.config, run_.rank, layout_.world()));
   }
-  for (train::ModelPart& p : trainer_->parts()) {
-    if (zero_) p.model->set_shard_comm(zero_.get());
-    if (tensor_) p.model->set_tensor_comm(tensor_.get());
-    if (expert_) p.model->set_expert_comm(expert_.get());
-    if (context_) PARTRAIN_RETURN_IF_ERROR(p.model->set_context_comm(context_.get()));
+  for (size_t i = 0; i < trainer_->parts().size(); ++i) {
+    engine::model::Model* p = trainer_->parts()[i].model.get();
+    if (!zero_.empty()) p->set_shard_comm(zero_[i].get());
+    if (tensor_) p->set_tensor_comm(tensor_.get());
+    if (expert_) p->set_expert_comm(expert_.get());
+    if (context_) PARTRAIN_RETURN_IF_ERROR(p->set_context_comm(context_.get()));
   }
   ParallelAxes axes;
   axes.data = data_.get();
-  axes.zero = zero_.get();
+  for (const std::unique_ptr<ZeroComm>& z : zero_) axes.zero.push_back(z.get());
   axes.tensor = tensor_.get();
   axes.expert = expert_.get();
   axes.context = context_.get();
@@ -195,7 +196,7 @@ Status RankTraining::plug_strategies() {
 // group: cp does not change what is saved, only who writes which slice.
 void RankTraining::choose_state_layout() {
   const int tp_rank = layout_.tp() > 1 ? coord_.tp : 0;
-  if (zero_) {
+  if (!zero_.empty()) {
     state_layout_ = std::make_unique<store::ZeroStateLayout>(data_->plan().stage, tp_rank);
   } else if (layout_.ep() > 1) {
     state_layout_ = std::make_unique<store::ExpertParallelLayout>(data_ranks(), data_rank(), layout_.expert_dp(),
@@ -250,7 +251,9 @@ Status RankTraining::resume() {
 Status RankTraining::train() {
   Status s = trainer_->run();
   if (saver_ && s.is_ok()) s = saver_->wait();
-  if (zero_ && s.is_ok()) s = zero_->status();
+  for (const std::unique_ptr<ZeroComm>& z : zero_) {
+    if (s.is_ok()) s = z->status();
+  }
   if (tensor_ && s.is_ok()) s = tensor_->status();
   if (expert_ && s.is_ok()) s = expert_->status();
   if (context_ && s.is_ok()) s = context_->status();

@@ -394,10 +394,10 @@ TEST(JobConfig, KnownKeysComeFromTheParserTable) {
   auto keys = known_job_keys();
   std::set<std::string> unique(keys.begin(), keys.end());
   EXPECT_EQ(unique.size(), keys.size()) << "a key is listed twice";
-  // 3 [job] + 19 [model] + 2 [data] + 13 [training] + 11 [parallelism] + 5 [checkpoint].
-  EXPECT_EQ(keys.size(), 53u);
+  // 3 [job] + 19 [model] + 2 [data] + 13 [training] + 12 [parallelism] + 5 [checkpoint].
+  EXPECT_EQ(keys.size(), 54u);
   for (const char* k : {"job.name", "model.arch", "model.recompute", "data.train_files",
-                        "training.lr", "parallelism.spec", "parallelism.mb", "checkpoint.keep"}) {
+                        "training.lr", "parallelism.spec", "parallelism.mb", "parallelism.stage_layers", "checkpoint.keep"}) {
     EXPECT_TRUE(unique.count(k)) << k;
   }
   // Each listed key is really accepted: a file setting it is not refused as unknown.

@@ -97,12 +97,12 @@ TEST(ValidateTest, EachInvariantHasItsMessage) {
       {"tp4", cluster(8, 8), odd_seq, {},
        "partrain: sequence parallelism splits seq_len 1030 over tp4, which does not divide "
        "it; use a seq_len that is a multiple of 4, or nosp"},
-      {"pp3", cluster(3, 1), gpt(1024, 16, 8), {},
-       "partrain: 8 layers do not split evenly over pp3 = 3 model chunks; use a layer count "
-       "that is a multiple of 3, or a pp (x V) from 1, 2, 4, 8"},
-      {"pp2,sched=interleaved:3", cluster(2, 1), gpt(1024, 16, 8), {},
-       "partrain: 8 layers do not split evenly over pp2 x 3 virtual stages = 6 model chunks; "
-       "use a layer count that is a multiple of 6, or a pp (x V) from 1, 2, 4, 8"},
+      {"pp3", cluster(3, 1), gpt(1024, 16, 2), {},
+       "partrain: 2 layers cannot fill pp3 = 3 model chunks (each holds at least one block); "
+       "use at most 2 chunks, or add layers"},
+      {"pp2,sched=interleaved:3", cluster(2, 1), gpt(1024, 16, 5), {},
+       "partrain: 5 layers cannot fill pp2 x 3 virtual stages = 6 model chunks (each holds at "
+       "least one block); use at most 5 chunks, or add layers"},
       {"ep4", cluster(8, 8), moe, {},
        "partrain: ep4 does not divide the model's 6 experts; use an ep from 1, 2, 3, 6"},
       {"ep2", cluster(8, 8), dense, {},
@@ -153,7 +153,7 @@ TEST(ValidateTest, GpipeAcceptsFewMicroBatches) {
 }
 
 TEST(ValidateTest, AllErrorsComeInAFixedOrder) {
-  ModelShape m = gpt(1024, 12, 6);
+  ModelShape m = gpt(1024, 12, 3);
   std::vector<Status> all = validate_all(parse("tp8,pp4"), cluster(24, 4), m, {});
   ASSERT_EQ(all.size(), 4u);
   EXPECT_EQ(all[0].message(), "partrain: world size 24 is not a multiple of tp8 x pp4 = 32; "
@@ -163,9 +163,8 @@ TEST(ValidateTest, AllErrorsComeInAFixedOrder) {
                               "split the model further");
   EXPECT_EQ(all[2].message(), "partrain: tp8 does not divide the model's 12 attention heads; "
                               "use a tp from 1, 2, 3, 4, 6, 12");
-  EXPECT_EQ(all[3].message(), "partrain: 6 layers do not split evenly over pp4 = 4 model "
-                              "chunks; use a layer count that is a multiple of 4, or a pp (x V) "
-                              "from 1, 2, 3, 6");
+  EXPECT_EQ(all[3].message(), "partrain: 3 layers cannot fill pp4 = 4 model chunks (each "
+                              "holds at least one block); use at most 3 chunks, or add layers");
   EXPECT_EQ(validate(parse("tp8,pp4"), cluster(24, 4), m).message(), all[0].message());
 }
 

@@ -100,6 +100,30 @@ TEST(Partition, UniformBlocksSplitEvenlyWhenEndsAreCheap) {
   EXPECT_NE(describe_partition(*parts, 2).find("stage 3 (rank 1, chunk 1)"), std::string::npos);
 }
 
+TEST(Partition, TheJobsOwnSplitIsTakenAsGiven) {
+  // 7 blocks as [1, 2, 3, 1]: stage 0 has the embedding and block 0, stage 3 block 6 and the
+  // head; the FLOPs are the pieces' sums.
+  const std::vector<PieceCost> pieces = *piece_costs(big_vocab(7));
+  Result<std::vector<StagePart>> parts = partition_stages(pieces, 4, {1, 2, 3, 1});
+  ASSERT_TRUE(parts) << parts.status().message();
+  const int first[] = {0, 1, 3, 6}, end[] = {1, 3, 6, 7};
+  for (int s = 0; s < 4; ++s) {
+    EXPECT_EQ((*parts)[s].first_block, first[s]) << s;
+    EXPECT_EQ((*parts)[s].end_block, end[s]) << s;
+  }
+  EXPECT_TRUE((*parts)[0].embedding);
+  EXPECT_TRUE((*parts)[3].head);
+  EXPECT_DOUBLE_EQ((*parts)[0].flops, pieces[0].flops + pieces[1].flops);
+  EXPECT_DOUBLE_EQ((*parts)[3].flops, pieces[7].flops + pieces[8].flops);
+  // Counts that do not cover the blocks, or list another number of stages, are refused.
+  for (const std::vector<int>& bad : {std::vector<int>{2, 2, 2}, std::vector<int>{1, 2, 3, 2},
+                                      std::vector<int>{0, 3, 3, 1}}) {
+    Result<std::vector<StagePart>> r = partition_stages(pieces, 4, bad);
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.status().message(), "partrain: stage_layers must give 4 counts of at least 1 that sum to the 7 layers");
+  }
+}
+
 TEST(Partition, TooFewBlocksIsRefused) {
   Result<std::vector<StagePart>> parts = partition_stages(*piece_costs(big_vocab(4)), 5);
   ASSERT_FALSE(parts);

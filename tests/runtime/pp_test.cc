@@ -133,7 +133,7 @@ TEST_F(Runtime, PpLayoutsNotRunYetAreRefused) {
   struct Bad {
     std::string spec, nproc, model, says;
   };
-  for (const Bad& b : {Bad{"pp2,dp2,zero1", "4", "", "zero1 combined with pp is not run"},
+  for (const Bad& b : {Bad{"pp2,dp2,zero2,sched=zbh1", "4", "", "but zero2 reduces each block's gradient as soon"},
                        Bad{"pp2,sched=zbh1", "2", "dropout = 0.0\nrecompute = \"full\"",
                            "splits backward into input and weight gradients (ZB-H1)"}}) {
     const std::string job = pp_job(kTiny, dir_, "bad.toml", 2, 2, b.model);

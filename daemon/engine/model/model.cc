@@ -133,10 +133,6 @@ Result<std::unique_ptr<Model>> Model::create(const ModelOptions& options, Backen
                                        "0 <= first < end <= layers ({}) and a slot", stage.first_block,
                                        hi, stage.slots, o.layers));
   }
-  const bool whole = stage.first_block == 0 && hi == o.layers;
-  if ((!whole || stage.slots > 1) && shard.stage > 0) {
-    return Status::invalid("a pipeline stage runs without ZeRO in this version");
-  }
   std::unique_ptr<Model> m(new Model());
   m->stage_ = stage;
   m->lo_ = stage.first_block;

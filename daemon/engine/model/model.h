@@ -298,6 +298,7 @@ class Model {
   std::vector<Tensor> pslots_, gslots_;  // stage 3 block parameters, stage 2 block gradients
   std::vector<int> gslot_owner_;         // block whose gradient a gradient slot holds, or -1
   std::vector<bool> pslot_pending_;      // a gather into the parameter slot is not waited for
+  bool backward_gathered_ = false;       // the last forward prefetched backward's first blocks
   Tensor pedge_tail_, pedge_emb_, gedge_tail_, gedge_emb_;  // the tail's and embeddings' slots
 
   // Tensor parallel: options, regions, local widths (heads, kv heads, q width, fused qkv

@@ -88,7 +88,7 @@ Status Model::allocate_storage() {
     PARTRAIN_RETURN_IF_ERROR(get(MC::kWeights, DType::kF32, shard_n, &shard_params_));
     PARTRAIN_RETURN_IF_ERROR(get(MC::kWeights, pd, len[static_cast<size_t>(L)], &pedge_tail_));
     PARTRAIN_RETURN_IF_ERROR(get(MC::kWeights, pd, len[static_cast<size_t>(L + 1)], &pedge_emb_));
-    pslots_.assign(static_cast<size_t>(std::min(shard_.prefetch + 1, L)), Tensor{});
+    pslots_.assign(static_cast<size_t>(std::max(1, std::min(shard_.prefetch + 1, hi_ - lo_))), Tensor{});
     for (Tensor& t : pslots_) PARTRAIN_RETURN_IF_ERROR(get(MC::kWeights, pd, max_block, &t));
     pslot_pending_.assign(pslots_.size(), false);
     pseg_[static_cast<size_t>(L)] = pedge_tail_.slice(0, {len[static_cast<size_t>(L)]});
@@ -106,7 +106,7 @@ Status Model::allocate_storage() {
   } else {
     PARTRAIN_RETURN_IF_ERROR(get(MC::kGrads, gd, len[static_cast<size_t>(L)], &gedge_tail_));
     PARTRAIN_RETURN_IF_ERROR(get(MC::kGrads, gd, len[static_cast<size_t>(L + 1)], &gedge_emb_));
-    gslots_.assign(static_cast<size_t>(std::min(2, L)), Tensor{});
+    gslots_.assign(static_cast<size_t>(std::max(1, std::min(2, hi_ - lo_))), Tensor{});
     for (Tensor& t : gslots_) PARTRAIN_RETURN_IF_ERROR(get(MC::kGrads, gd, max_block, &t));
     gslot_owner_.assign(gslots_.size(), -1);
     gseg_[static_cast<size_t>(L)] = gedge_tail_.slice(0, {len[static_cast<size_t>(L)]});
@@ -152,11 +152,11 @@ void Model::params_from_host(const std::vector<float>& host) {
 
 // ---- ZeRO-3: parameters gathered per segment ------------------------------------------------
 
-// Block at `position` of a pass (forward 0..L-1, backward L-1..0) into slot position % slots.
+// Block at `position` of a pass over this model's blocks (forward lo..hi-1, backward
+// hi-1..lo; a pipeline stage holds [lo, hi)) into slot position % slots.
 void Model::gather_block(bool backward, int position) {
-  const int L = o_.layers;
-  if (position >= L || comm_ == nullptr) return;
-  const int l = backward ? L - 1 - position : position;
+  if (position >= hi_ - lo_ || comm_ == nullptr) return;
+  const int l = backward ? hi_ - 1 - position : lo_ + position;
   const size_t k = static_cast<size_t>(position) % pslots_.size();
   const auto [lo, hi] = segment_range(l);
   pseg_[static_cast<size_t>(l)] = pslots_[k].slice(0, {hi - lo});
@@ -172,6 +172,7 @@ void Model::shard_forward_begin() {
     if (pslot_pending_[k]) comm_->wait_params(pslots_[k]);
     pslot_pending_[k] = false;
   }
+  backward_gathered_ = false;
   // The embeddings and the tail stay for the micro-batch (a tied head reads wte at both ends).
   const Tensor emb = pseg_[static_cast<size_t>(L + 1)], tail = pseg_[static_cast<size_t>(L)];
   comm_->gather_params(shard_params(), emb, segment_range(L + 1).first);
@@ -185,11 +186,11 @@ void Model::shard_forward_end() {
   if (shard_.stage < 3 || comm_ == nullptr) return;
   // Backward's first blocks, under the loss and the head's backward.
   for (int i = 0; i < static_cast<int>(pslots_.size()); ++i) gather_block(true, i);
+  backward_gathered_ = true;
 }
 
 void Model::shard_block_begin(int l, bool backward) {
-  const int L = o_.layers;
-  const int position = backward ? L - 1 - l : l;
+  const int position = backward ? hi_ - 1 - l : l - lo_;
   if (shard_.stage == 3 && comm_ != nullptr) {
     const size_t k = static_cast<size_t>(position) % pslots_.size();
     comm_->wait_params(pseg_[static_cast<size_t>(l)]);
@@ -211,8 +212,7 @@ void Model::shard_block_begin(int l, bool backward) {
 }
 
 void Model::shard_block_end(int l, bool backward) {
-  const int L = o_.layers;
-  const int position = backward ? L - 1 - l : l;
+  const int position = backward ? hi_ - 1 - l : l - lo_;
   // The slot is free: the block a prefetch depth ahead goes into it.
   if (shard_.stage == 3) gather_block(backward, position + static_cast<int>(pslots_.size()));
   if (shard_.stage >= 2 && backward && comm_ != nullptr) {
@@ -225,6 +225,17 @@ void Model::shard_block_end(int l, bool backward) {
 void Model::shard_backward_begin() {
   if (shard_.stage < 2) return;
   const int L = o_.layers;
+  // ZeRO-3: backward's first blocks, unless the forward just before prefetched them (on a
+  // pipeline stage another micro-batch's forward may have run in between and taken the
+  // slots; the parameters are the same for every micro-batch of the step).
+  if (shard_.stage == 3 && comm_ != nullptr && !backward_gathered_) {
+    for (size_t k = 0; k < pslots_.size(); ++k) {
+      if (pslot_pending_[k]) comm_->wait_params(pslots_[k]);
+      pslot_pending_[k] = false;
+    }
+    for (int i = 0; i < static_cast<int>(pslots_.size()); ++i) gather_block(true, i);
+  }
+  backward_gathered_ = false;
   // The previous micro-batch's tail and embedding reductions read these slots.
   for (int s : {L, L + 1}) {
     const auto [lo, hi] = segment_range(s);

@@ -42,6 +42,12 @@ Status Model::check_split_backward() const {
                            "blocks; use sched=1f1b");
   }
   if (tp_.size > 1) return Status::invalid("a split backward (ZB-H1) runs without tensor parallelism");
+  if (shard_.stage >= 2) {
+    return Status::invalid(fmt::format(
+        "a split backward (ZB-H1) finishes a block's weight gradient after the rest of its backward, but zero{} "
+        "reduces each block's gradient as soon as its backward ends; use zero1 with zbh1, or sched=1f1b",
+        shard_.stage));
+  }
   return Status::ok();
 }
 

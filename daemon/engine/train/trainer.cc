@@ -18,6 +18,7 @@
 #include "common/log.h"
 #include "common/trace.h"
 #include "engine/model/hf_io.h"
+#include "engine/model/stage.h"
 #include "engine/train/grad_norm.h"
 
 namespace partrain::engine::train {
@@ -72,13 +73,17 @@ Status Trainer::create_parts() {
     return Status::invalid("--init on pipeline stages is not supported: start from the weights on one rank, "
                            "save a checkpoint, and resume it on the pipeline layout");
   }
+  int64_t view_offset = 0;
   for (const model::StageOptions& stage : stages) {
     ModelPart part;
+    part.view_offset = view_offset;
+    const int64_t numel = model::build_stage_table(o_.model, o_.tp, o_.ep, stage).total();
     Result<std::unique_ptr<model::Model>> m =
-        model::Model::create(o_.model, backend_.get(), o_.train.micro_batch, o_.train.seed, o_.shard, o_.tp,
-                             o_.ep, stage, o_.cp);
+        model::Model::create(o_.model, backend_.get(), o_.train.micro_batch, o_.train.seed,
+                             shard_of_part(o_.shard, view_offset, numel), o_.tp, o_.ep, stage, o_.cp);
     if (!m) return m.status();
     part.model = std::move(m).value();
+    view_offset += numel;
     if (!o_.init_path.empty()) PARTRAIN_RETURN_IF_ERROR(model::load_hf(*part.model, o_.init_path));
     Result<std::unique_ptr<AdamW>> opt = AdamW::create(part.model.get(), o_.train);
     if (!opt) return opt.status();
@@ -86,6 +91,14 @@ Status Trainer::create_parts() {
     parts_.push_back(std::move(part));
   }
   return Status::ok();
+}
+
+model::ShardOptions shard_of_part(const model::ShardOptions& shard, int64_t view_offset, int64_t numel) {
+  model::ShardOptions s = shard;
+  if (s.stage == 0) return s;
+  s.begin = std::clamp<int64_t>(shard.begin - view_offset, 0, numel);
+  s.end = std::clamp<int64_t>(shard.end - view_offset, s.begin, numel);
+  return s;
 }
 
 void Trainer::set_progress(int64_t steps_done, int64_t tokens) {

@@ -48,7 +48,9 @@ struct RunOptions {
   // is the per-rank micro-batch. One rank: dp 1, dp_rank 0.
   int dp = 1;
   int dp_rank = 0;
-  // ZeRO: what this rank keeps only as its shard (the worker's data plugin decides).
+  // ZeRO: what this rank keeps only as its shard (the worker's data plugin decides), as a
+  // range of the parts' flat buffers laid one after the other (the data plugin's view);
+  // each part keeps the piece of it that falls in its own buffer (shard_of_part).
   model::ShardOptions shard;
   // Tensor parallel: this rank's coordinate and the group (the worker sets the comm).
   model::TensorOptions tp;
@@ -77,7 +79,14 @@ struct RunOptions {
 struct ModelPart {
   std::unique_ptr<model::Model> model;
   std::unique_ptr<AdamW> opt;
+  int64_t view_offset = 0;  // where its flat buffer starts in the parts' view (the data plugin's)
 };
+
+// The piece of `shard` (a range of the parts' view) that falls in a part of `numel`
+// elements starting at `view_offset`, in the part's own coordinates; empty (begin == end)
+// when the shard misses the part. E.g. view shard [100, 250) on parts of 120 and 200:
+// part 0 keeps [100, 120), part 1 [0, 130).
+model::ShardOptions shard_of_part(const model::ShardOptions& shard, int64_t view_offset, int64_t numel);
 
 class Trainer {
  public:

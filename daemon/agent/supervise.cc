@@ -1,0 +1,164 @@
+// See supervise.h.
+#include "agent/supervise.h"
+
+#include <signal.h>
+
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "common/exit_codes.h"
+#include "common/log.h"
+#include "common/stop_signal.h"
+
+namespace partrain::agent {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+// A bad exit: what to log, and the agent's exit code for it.
+struct Cause {
+  std::string what;
+  int code = kExitFailure;
+};
+
+// One group's supervise loop; see supervise.h for what it watches and in what order.
+class Supervision {
+ public:
+  Supervision(WorkerGroup& group, const SuperviseContext& c)
+      : group_(group), c_(c), restart_key_(fmt::format("restart/{}", c.restarts + 1)) {}
+
+  Result<GroupEnd> run() {
+    while (group_.running() > 0) {
+      if (std::optional<Cause> cause = judge(reap())) return end_with(*cause);
+      if (restart_requested()) {
+        group_.kill_all();
+        return GroupEnd::kRestart;
+      }
+      if (group_.running() == 0) break;
+      forward_stop_signal();
+      if (stopping_ && Clock::now() - stop_sent_ > c_.stop_grace) {
+        return abort({"workers did not stop within the grace period", kExitRetryable}, true);
+      }
+      if (std::optional<HeartbeatFailure> f = c_.heartbeat->failure()) {
+        return abort({f->why, kExitRetryable}, !f->store_lost);
+      }
+      std::this_thread::sleep_for(milliseconds(50));
+    }
+    return stopped_ ? GroupEnd::kStopped : GroupEnd::kFinished;
+  }
+
+ private:
+  bool restarts_left() const { return c_.restarts < c_.max_restarts; }
+
+  // The workers that ended since the last call, the likeliest cause first.
+  std::vector<WorkerExit> reap() {
+    std::vector<WorkerExit> ended = group_.poll();
+    // A rank that fails without SIGKILL often only lost a peer: give the peer's own death a
+    // moment to be reaped, so the log names the cause, not the echo.
+    const auto is_echo = [](const WorkerExit& e) { return e.signaled ? e.code != SIGKILL : e.code != 0; };
+    if (!stopping_ && std::any_of(ended.begin(), ended.end(), is_echo)) {
+      std::this_thread::sleep_for(milliseconds(200));
+      for (const WorkerExit& e : group_.poll()) ended.push_back(e);
+    }
+    // SIGKILL (kill -9, the OOM killer) first, then other signals, then exit codes.
+    const auto priority = [](const WorkerExit& e) { return e.signaled ? (e.code == SIGKILL ? 0 : 1) : 2; };
+    std::stable_sort(ended.begin(), ended.end(),
+                     [&priority](const WorkerExit& a, const WorkerExit& b) { return priority(a) < priority(b); });
+    return ended;
+  }
+
+  // Logs every ended rank but the cause; the first bad exit is the cause.
+  std::optional<Cause> judge(const std::vector<WorkerExit>& ended) {
+    std::optional<Cause> cause;
+    for (const WorkerExit& e : ended) {
+      if (!e.signaled && e.code == 0) {
+        log::info("agent", "rank {} (pid {}) finished", e.rank, e.pid);
+        continue;
+      }
+      if (stopping_ && !e.signaled && e.code == kExitRetryable) {
+        log::info("agent", "rank {} (pid {}) stopped at a step boundary", e.rank, e.pid);
+        stopped_ = true;
+        continue;
+      }
+      const std::string what = fmt::format("rank {} (pid {}) died: {}", e.rank, e.pid, e.describe());
+      if (!cause) {
+        cause = Cause{what, exit_code_for_worker(e)};
+      } else {
+        log::error("agent", "{}", what);
+      }
+    }
+    return cause;
+  }
+
+  // A killed worker (or one that lost a peer) is replaced, with every node's group, from
+  // the newest checkpoint while restarts are left: this agent asks the others through the
+  // store (restart/N) instead of aborting the job.
+  Result<GroupEnd> end_with(const Cause& cause) {
+    if (cause.code != kExitRetryable || stopping_ || !restarts_left()) return abort(cause, true);
+    log::error("agent", "{}; stopping every worker of this node", cause.what);
+    group_.kill_all();
+    (void)c_.store->set(restart_key_, fmt::format("node {}: {}", c_.node, cause.what));
+    return GroupEnd::kRestart;
+  }
+
+  // Kills the local workers, then tells the other nodes (unless the store is what failed).
+  Status abort(const Cause& cause, bool tell_others) {
+    group_.kill_all();
+    if (tell_others) (void)c_.store->set("job/abort", fmt::format("node {}: {}", c_.node, cause.what));
+    return status_for_exit_code(cause.code, cause.what + "; stopping every worker of this node");
+  }
+
+  // Another node asked for a restart: this node's group goes down too.
+  bool restart_requested() {
+    if (++polls_ % 10 != 0 || c_.num_nodes <= 1 || stopping_ || !restarts_left()) return false;
+    Result<bool> asked = c_.store->check({restart_key_});
+    if (!asked || !*asked) return false;
+    Result<std::string> why = c_.store->get(restart_key_, milliseconds(1000));
+    log::warn("agent", "restart requested by {}", why ? *why : std::string("another node"));
+    return true;
+  }
+
+  void forward_stop_signal() {
+    if (const int sig = take_stop_signal(); sig != 0 && !stopping_) {
+      log::warn("agent", "{} received: workers stop at the next step boundary", sigabbrev_np(sig));
+      group_.signal_all(SIGTERM);
+      stopping_ = true;
+      stop_sent_ = Clock::now();
+    }
+  }
+
+  WorkerGroup& group_;
+  const SuperviseContext& c_;
+  const std::string restart_key_;
+  bool stopping_ = false;  // SIGTERM forwarded
+  bool stopped_ = false;   // a rank stopped at a step boundary
+  Clock::time_point stop_sent_{};
+  int polls_ = 0;
+};
+
+}  // namespace
+
+Result<GroupEnd> supervise(WorkerGroup& group, const SuperviseContext& context) {
+  return Supervision(group, context).run();
+}
+
+int exit_code_for_worker(const WorkerExit& e) {
+  if (e.signaled) return kExitRetryable;  // killed: the node or a peer failed
+  if (e.code == kExitUsage || e.code == kExitRetryable) return e.code;
+  return kExitFailure;  // a bug or a diverged run: requeueing would not help
+}
+
+Status status_for_exit_code(int code, std::string message) {
+  if (code == kExitUsage) return Status::invalid(std::move(message));
+  if (code == kExitRetryable) return Status::unavailable(std::move(message));
+  return Status::internal(std::move(message));
+}
+
+}  // namespace partrain::agent

@@ -1,0 +1,65 @@
+// The supervise loop: one worker group's run on this node, from its start to its end.
+//
+// Every 50 ms it reaps the workers that ended (waitpid) and looks at what else may end the
+// group, in this order:
+//   1. a worker that died: the first bad exit is the cause. A rank that fails without
+//      SIGKILL often only lost a peer, so the loop waits 200 ms for the peer's own death to
+//      be reaped too, and takes SIGKILL first, then other signals, then exit codes: the log
+//      names the cause, not the echo. A retryable cause (killed, or exit 75) with in-job
+//      restarts left asks every node for a restart (restart/N); any other ends the job;
+//   2. a restart another node asked for (checked every 10th poll, on several nodes only);
+//   3. SIGTERM/SIGINT to the agent: forwarded once to every worker, which stop at the next
+//      step boundary and exit 75; after `stop_grace` they are killed;
+//   4. the heartbeat's failure (heartbeat.h): a lost peer, a silent store, another node's
+//      abort.
+// Whatever ends the group badly kills every worker of this node first (one kill of the
+// process group) and, unless the store is what failed, sets job/abort for the other nodes.
+//
+// Exit codes (partraind(8)): a worker's exit maps by exit_code_for_worker; the Status the
+// loop returns carries the code that exit_code_for (common/exit_codes.h) maps back to it.
+// Example: rank 1 killed by SIGKILL, no restarts left -> unavailable("rank 1 (pid 4242)
+// died: killed by signal 9 (SIGKILL); stopping every worker of this node") -> exit 75.
+#pragma once
+
+#include <chrono>
+
+#include "agent/heartbeat.h"
+#include "agent/supervisor.h"
+#include "comm/rendezvous/client.h"
+#include "common/status.h"
+
+namespace partrain::agent {
+
+// How a worker group's run ended, when it did not fail.
+enum class GroupEnd {
+  kFinished,  // every rank exited 0
+  kStopped,   // SIGTERM/SIGINT: the ranks stopped at a step boundary (the job exits 75)
+  kRestart,   // in-job restart: this node's group is down, every node's goes down too
+};
+
+// What the loop watches besides the group.
+struct SuperviseContext {
+  comm::RendezvousClient* store = nullptr;  // the agent's connection: job/abort, restart/N
+  const Heartbeat* heartbeat = nullptr;
+  int node = 0;        // this node's index
+  int num_nodes = 1;
+  int restarts = 0;      // in-job restarts so far; the next one is restart/<restarts + 1>
+  int max_restarts = 0;  // [checkpoint] max_restarts
+  // After SIGTERM/SIGINT is forwarded, how long the workers have. Default: 60 s.
+  std::chrono::milliseconds stop_grace{60000};
+};
+
+// Supervises `group` until every worker ended. A Status when the group failed (the
+// message is the one line the agent logs), else how it ended.
+Result<GroupEnd> supervise(WorkerGroup& group, const SuperviseContext& context);
+
+// The agent's exit code for a worker that ended badly: 75 when killed by a signal (the
+// node or a peer failed) or when it exited 75, 2 when it exited 2 (a configuration error),
+// else 1 (a bug or a diverged run: requeueing would not help).
+int exit_code_for_worker(const WorkerExit& e);
+
+// A Status that exit_code_for maps to `code` (2 invalid, 75 unavailable, else internal),
+// saying `message`.
+Status status_for_exit_code(int code, std::string message);
+
+}  // namespace partrain::agent

@@ -1,0 +1,93 @@
+// runnable(): the table of strategies per device, the compositions the worker refuses, and
+// `--search` ranking only what the device can run.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "config/job_config.h"
+#include "planner/plan.h"
+#include "planner/runnable.h"
+
+#ifndef PARTRAIN_SOURCE_DIR
+#error "PARTRAIN_SOURCE_DIR must be defined by the build"
+#endif
+
+namespace partrain::planner {
+namespace {
+
+const std::string kHardwareDir = std::string(PARTRAIN_SOURCE_DIR) + "/etc/hardware";
+
+config::JobConfig tiny(int layers = 8, int experts = 0) {
+  const std::string text = "[model]\narch = \"gpt2\"\nvocab_size = 256\nseq_len = 64\nlayers = " +
+                           std::to_string(layers) + "\nhidden = 128\nheads = 4\nmoe_experts = " +
+                           std::to_string(experts) +
+                           "\n[data]\ntrain_files = [\"x.bin\"]\n[training]\nglobal_batch = 32\nmicro_batch = 2\n";
+  Result<config::JobConfig> j = config::parse_job(text, "/tmp/runnable.toml");
+  EXPECT_TRUE(j.is_ok()) << j.status().message();
+  return *j;
+}
+
+ParallelSpec spec(const std::string& text, int dp) {
+  ParallelSpec s = *parse_spec(text);
+  s.dp = dp;
+  return s;
+}
+
+TEST(PlannerRunnable, CpuRanksRunEveryStrategyButCp) {
+  const config::JobConfig job = tiny();
+  for (const char* s : {"dp4", "dp4,zero1", "dp4,zero2", "dp4,zero3", "tp2,dp2", "tp2,pp2", "pp2,dp2,sched=interleaved:2",
+                        "pp2,dp2,zero1", "pp2,dp2,zero3"}) {
+    const ParallelSpec p = *parse_spec(s);
+    EXPECT_TRUE(runnable(spec(s, p.dp.value_or(1)), job, "cpu").is_ok()) << s;
+  }
+  const Status cp = runnable(spec("cp2,dp2", 2), job, "cpu");
+  ASSERT_FALSE(cp.is_ok());
+  EXPECT_NE(cp.message().find("cp"), std::string::npos) << cp.message();
+}
+
+TEST(PlannerRunnable, GpuRanksRunPlainDataParallelOnly) {
+  const config::JobConfig job = tiny();
+  EXPECT_TRUE(runnable(spec("dp8", 8), job, "cuda").is_ok());
+  for (const char* s : {"dp8,zero1", "tp2,dp4", "pp2,dp4"}) {
+    const Status st = runnable(spec(s, 4), job, "cuda");
+    ASSERT_FALSE(st.is_ok()) << s;
+    EXPECT_NE(st.message().find("CPU ranks"), std::string::npos) << st.message();
+  }
+  // The table says so row by row; dp is the one strategy GPU ranks run.
+  for (const StrategySupport& s : strategy_support()) EXPECT_EQ(s.cuda, std::string(s.name) == "dp") << s.name;
+}
+
+TEST(PlannerRunnable, CompositionsTheWorkersRefuseAndUnevenStagesTheyRun) {
+  const Status ep_tp = runnable(spec("tp2,ep2", 2), tiny(8, 4), "cpu");
+  ASSERT_FALSE(ep_tp.is_ok());
+  EXPECT_NE(ep_tp.message().find("expert parallelism"), std::string::npos);
+  // 8 layers on pp3: stages of 3, 3 and 2 blocks (the cost-balanced split) run.
+  const Status uneven = runnable(spec("pp3", 1), tiny(8), "cpu");
+  EXPECT_TRUE(uneven.is_ok()) << uneven.message();
+}
+
+TEST(PlannerRunnable, SearchRanksOnlyWhatTheDeviceRuns) {
+  const config::JobConfig job = tiny();
+  const HardwareProfile gpu = *load_hardware("A100-80GB", kHardwareDir);
+  const std::vector<Plan> on_gpu = search_plans(job, Cluster{1, 8}, gpu);
+  ASSERT_FALSE(on_gpu.empty());
+  for (const Plan& p : on_gpu) {
+    EXPECT_TRUE(p.runnable.is_ok());
+    EXPECT_EQ(p.layout.tp * p.layout.pp, 1) << describe(p);
+    EXPECT_EQ(p.layout.zero, 0) << describe(p);
+  }
+  // make_plan still plans what the device cannot run, and says why.
+  ParallelSpec tp = *parse_spec("tp2");
+  config::JobConfig with_tp = job;
+  with_tp.parallelism = tp;
+  Result<Plan> plan = make_plan(with_tp, Cluster{1, 8}, gpu);
+  ASSERT_TRUE(plan.is_ok()) << plan.status().message();
+  EXPECT_FALSE(plan->runnable.is_ok());
+  const HardwareProfile cpu = *load_hardware("cpu", kHardwareDir);
+  bool model_parallel = false;
+  for (const Plan& p : search_plans(job, Cluster{1, 2}, cpu)) model_parallel |= p.layout.tp * p.layout.pp > 1;
+  EXPECT_TRUE(model_parallel);
+}
+
+}  // namespace
+}  // namespace partrain::planner

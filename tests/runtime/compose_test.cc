@@ -1,0 +1,98 @@
+// Strategies composed with each other (issue 17), end to end through partraind: each layout
+// trains what one rank trains on the same global batch (20 steps, 1e-5 relative loss), and
+// where experts run their routing (kept and dropped tokens per expert) equals one rank's at
+// every step. Uneven pipeline stages: a 7-layer model on pp2 (cost-balanced split) and pp4
+// ([parallelism] stage_layers).
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "runtime_helpers.h"
+
+namespace {
+
+using namespace partrain::testing_runtime;
+
+const std::string kLlama = std::string(PARTRAIN_SOURCE_DIR) + "/etc/examples/llama-tiny.toml";
+const std::string kMoe = std::string(PARTRAIN_SOURCE_DIR) + "/etc/examples/moe-tiny.toml";
+constexpr int kSteps = 20;
+
+// A copy of an example job with its text edited: each (from, to) replaced once.
+std::string edited_job(const std::string& example, const std::string& dir,
+                       const std::vector<std::pair<std::string, std::string>>& edits) {
+  const std::string path = job_copy(example, dir, "job.toml", "");
+  std::string text = slurp(path);
+  for (const auto& [from, to] : edits) {
+    const size_t at = text.find(from);
+    EXPECT_NE(at, std::string::npos) << from << " in " << example;
+    if (at != std::string::npos) text.replace(at, from.size(), to);
+  }
+  std::ofstream(path) << text;
+  return path;
+}
+
+struct Case {
+  const char* name;
+  const char* job;  // "gpt2", "llama" or "moe"
+  const char* spec;
+  int nproc;
+  std::vector<std::pair<std::string, std::string>> edits;  // to the example's text
+  const char* log = "";  // a line the run must log (e.g. the stage split)
+};
+
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
+
+class ComposedMatchesOneRank : public Runtime, public ::testing::WithParamInterface<Case> {};
+
+TEST_P(ComposedMatchesOneRank, OverTwentySteps) {
+  const Case& c = GetParam();
+  const std::string kind = c.job;
+  const std::string example = kind == "gpt2" ? kTiny : kind == "llama" ? kLlama : kMoe;
+  const std::string job = edited_job(example, dir_, c.edits);
+  Proc one = start({PARTRAIN_CLI, "run", job, "--steps", std::to_string(kSteps)}, env("one"), dir_, "one");
+  ASSERT_EQ(wait_exit(one.pid), 0) << slurp(one.err);
+  const std::string spec = std::string("--partrain=") + c.spec;
+  Proc p = start({PARTRAIN_CLI, "run", job, spec, "--nproc", std::to_string(c.nproc), "--steps",
+                  std::to_string(kSteps)}, env("many"), dir_, "many");
+  ASSERT_EQ(wait_exit(p.pid), 0) << slurp(p.err);
+  EXPECT_NE(slurp(p.err).find(c.log), std::string::npos) << c.log << " in " << slurp(p.err);
+  expect_same_losses(dir_ + "/one/metrics.jsonl", dir_ + "/many/metrics.jsonl", kSteps,
+                     std::string(c.name) + " " + spec);
+}
+
+const std::pair<std::string, std::string> kSevenLayers{"layers = 2", "layers = 7"};
+const std::pair<std::string, std::string> kMicroBatch2{"micro_batch = 8", "micro_batch = 2"};
+
+INSTANTIATE_TEST_SUITE_P(
+    Layouts, ComposedMatchesOneRank,
+    ::testing::Values(
+        // 7 layers: the cost-balanced split puts 4 blocks with the embedding, 3 with the head.
+        Case{"gpt2_7layers_pp2", "gpt2", "pp2", 2, {kSevenLayers, kMicroBatch2},
+             "pp rank 1: stage 1 = blocks 4-6 + head"},
+        // ZeRO inside pipeline stages: each stage's state sharded over its own dp group.
+        Case{"gpt2_pp2_dp2_zero1", "gpt2", "pp2,dp2,zero1", 4, {kMicroBatch2}},
+        Case{"gpt2_pp2_dp2_zero2", "gpt2", "pp2,dp2,zero2", 4, {kMicroBatch2}},
+        Case{"gpt2_pp2_dp2_zero3", "gpt2", "pp2,dp2,zero3", 4, {kMicroBatch2}},
+        Case{"llama_pp2_dp2_zero3_interleaved2", "llama", "pp2,dp2,zero3,sched=interleaved:2", 4,
+             {{"layers = 2", "layers = 4"}, kMicroBatch2}},
+        Case{"gpt2_tp2_pp2_dp2_zero1", "gpt2", "tp2,pp2,dp2,zero1", 8, {kMicroBatch2}},
+        Case{"llama_7layers_pp4_stage_layers", "llama", "pp4", 4,
+             {kSevenLayers, kMicroBatch2, {"seed = 1337", "seed = 1337\n[parallelism]\nstage_layers = [1, 2, 3, 1]"}},
+             "pp rank 2: stage 2 = blocks 3-5,"}),
+    [](const ::testing::TestParamInfo<Case>& i) { return std::string(i.param.name); });
+
+// stage_layers that do not fit the layout are refused before any worker starts, naming the key.
+TEST_F(Runtime, StageLayersThatDoNotFitAreRefused) {
+  const std::string job = edited_job(kTiny, dir_, {{"layers = 2", "layers = 7"},
+                                                   {"spec = \"\"", "spec = \"\"\nstage_layers = [3, 3]"}});
+  Proc p = start({PARTRAIN_CLI, "run", job, "--partrain=pp2", "--nproc", "2", "--steps", "2"}, env("bad"), dir_,
+                 "bad");
+  EXPECT_EQ(wait_exit(p.pid), 2);
+  EXPECT_NE(slurp(p.err).find("[parallelism] stage_layers lists 2 stages holding 6 layers, but pp2 has 2 "
+                              "stages and [model] layers is 7"),
+            std::string::npos)
+      << slurp(p.err);
+}
+
+}  // namespace
