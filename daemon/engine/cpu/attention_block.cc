@@ -1,5 +1,6 @@
-// Context-parallel causal attention, one block of keys at a time (Megatron-core's ring
-// attention, TransformerEngine's online-softmax correction). A cp rank's queries are two
+// Causal attention one block of keys at a time (Megatron-core's ring attention,
+// TransformerEngine's online-softmax correction); one rank's attention (attention.cc) is
+// the case of one block holding the whole sequence. A cp rank's queries are two
 // chunks of every sequence (engine/positions.h); the keys and values come one cp rank's
 // block at a time. Key j is visible to query t when k_pos(j) <= q_pos(t); positions rise
 // with the row, so the visible keys of a block are its first n_t rows.
@@ -18,6 +19,7 @@
 // dv += p dout over the block's visible pairs. As there, queries own dq and keys own dk,
 // dv (two race-free passes, or one pass per (batch, kv head) when there are enough of
 // them), so the sums are the same for any thread count.
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <vector>
@@ -35,7 +37,8 @@ inline float dot(const float* a, const float* b, int n) {
   return s;
 }
 
-constexpr int kSinglePassMinTasks = 16;  // as attention.cc
+// Below this many (batch, kv head) pairs backward uses two passes parallel over rows.
+constexpr int kSinglePassMinTasks = 16;
 
 struct Index {
   const AttentionBlockShape& s;
@@ -203,9 +206,10 @@ void attention_block_backward(float* dq, float* dk, float* dv, const float* dout
       for (int g = 0; g < s.KV; ++g) {
         for (int j = 0; j < s.Tk; ++j) {
           for (int i = 0; i < hd; ++i) gk[i] = gv[i] = 0.0f;
+          // The queries that see key j: nv rises with t, so they are t >= t0.
+          const int t0 = static_cast<int>(std::upper_bound(nv, nv + s.Tq, j) - nv);
           for (int h = g * group; h < (g + 1) * group; ++h) {
-            for (int t = 0; t < s.Tq; ++t) {
-              if (nv[t] <= j) continue;
+            for (int t = t0; t < s.Tq; ++t) {
               float p = 0.0f;
               const float ds = pair(b, h, t, j, g, &p);
               const float* qt = q + I.q(b, t, h);
