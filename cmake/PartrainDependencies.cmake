@@ -38,6 +38,10 @@ target_link_libraries(partrain_gloo INTERFACE ${GLOO_LIBRARY} Threads::Threads)
 pkg_check_modules(HWLOC REQUIRED IMPORTED_TARGET hwloc)
 # Slurm's spank.h for the SPANK plugin (header only: the plugin is loaded by Slurm).
 find_path(SLURM_INCLUDE_DIR slurm/spank.h)
+# Tokenizers: PCRE2 for pre-tokenizer patterns, Debian's libsentencepiece for SentencePiece models.
+pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
+find_path(SENTENCEPIECE_INCLUDE_DIR sentencepiece_processor.h REQUIRED)
+find_library(SENTENCEPIECE_LIBRARY sentencepiece REQUIRED)
 # GoogleTest for the unit tests.
 if(PARTRAIN_TESTS)
   find_package(GTest REQUIRED)

@@ -10,11 +10,30 @@ packages=(
   libslurm-dev libcli11-dev libspdlog-dev libfmt-dev libgtest-dev libgmock-dev
   libhwloc-dev
   libssl-dev  # libcrypto: HMAC-SHA256 for the authenticated rendezvous
+  # tokenizers: PCRE2 (pre-tokenizer patterns), SentencePiece (library, spm_train/spm_encode)
+  libpcre2-dev libsentencepiece-dev sentencepiece
   # the independent reference for tests and the peer for benchmarks
   python3-torch python3-numpy
   # a real local Slurm cluster for the `slurm` test label
   slurmctld slurmd slurm-client munge
 )
+
+# node + npm run the reference tokenizers (tests/tokenize) and the tiktoken peer (bench/tokenize);
+# a machine with a node of its own (e.g. NodeSource's, which bundles npm) keeps it.
+command -v node >/dev/null && command -v npm >/dev/null || packages+=(nodejs npm)
+
+# The npm packages those use, into a cache folder (never the source tree).
+install_npm_packages() {
+  local dir=${PARTRAIN_NPM_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/partrain/npm}
+  [ -d "$dir/node_modules/js-tiktoken" ] && [ -d "$dir/node_modules/llama3-tokenizer-js" ] \
+    && [ -d "$dir/node_modules/tiktoken" ] && return 0
+  mkdir -p "$dir"
+  npm install --prefix "$dir" --no-audit --no-fund --loglevel=error \
+    js-tiktoken@1.0.21 llama3-tokenizer-js@1.2.0 tiktoken@1.0.22 >/dev/null \
+    && echo "install-deps: npm packages in $dir" \
+    || echo "install-deps: npm packages not installed (registry unreachable?); tests/tokenize will skip"
+}
+trap install_npm_packages EXIT
 
 missing=()
 for p in "${packages[@]}"; do

@@ -111,7 +111,7 @@ int run_layers(const Args& a, const std::vector<int32_t>& tok, const std::vector
 int run_model(const Args& a, const std::vector<int32_t>& tok, const std::vector<int32_t>& tgt) {
   using namespace partrain::engine;
   setenv("PARTRAIN_CUDA_ATTENTION", a.attention.c_str(), 1);
-  auto be = make_cuda_backend(0);
+  auto be = make_cuda_backend(0, DType::kBF16);
   if (!be) {
     std::fprintf(stderr, "model: %s\n", be.status().message().c_str());
     return 1;

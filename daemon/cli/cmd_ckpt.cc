@@ -4,6 +4,7 @@
 //   partrain ckpt list RUN_DIR
 //   partrain ckpt verify RUN_DIR [--step N]
 //   partrain ckpt export RUN_DIR --job JOB.toml -o OUT.safetensors [--step N]
+//   partrain ckpt export RUN_DIR --job JOB.toml --hf DIR [--tokenizer FILE...] [--max-shard-size 5GB]
 //
 // RUN_DIR is a run folder (its checkpoints/ holds state.db) or a checkpoint root itself
 // ([checkpoint] dir). export writes one checkpoint's weights under Hugging Face names,
@@ -20,6 +21,7 @@
 #include "cli/commands.h"
 #include "common/exit_codes.h"
 #include "cli/fail.h"
+#include "cli/model_source.h"
 #include "config/job_config.h"
 #include "engine/backend.h"
 #include "engine/model/hf_io.h"
@@ -33,43 +35,15 @@ namespace {
 namespace fs = std::filesystem;
 
 struct CkptArgs {
-  std::string run_dir, job, output;
+  std::string run_dir, job;
+  ExportTarget target;
   int64_t step = -1;  // -1: the newest
 };
 
 
-// The checkpoint root of RUN_DIR and its committed checkpoints, newest first.
-struct Opened {
-  std::string root;
-  std::unique_ptr<store::StateStore> store;
-  std::vector<store::Checkpoint> checkpoints;
-};
+using Opened = OpenedRun;
 
-Result<Opened> open_run(const std::string& run_dir) {
-  Opened o;
-  o.root = fs::exists(fs::path(run_dir) / "state.db") ? run_dir : run_dir + "/checkpoints";
-  if (!fs::exists(fs::path(o.root) / "state.db")) {
-    return Status::not_found(fmt::format("{}: no checkpoints here (neither {}/state.db nor {}/checkpoints/state.db); "
-                                         "give the run folder or the [checkpoint] dir", run_dir, run_dir, run_dir));
-  }
-  Result<std::unique_ptr<store::StateStore>> st = store::StateStore::open(o.root, /*read_only=*/true);
-  if (!st) return st.status();
-  o.store = std::move(st).value();
-  Result<std::vector<store::Checkpoint>> c = o.store->checkpoints();
-  if (!c) return c.status();
-  o.checkpoints = std::move(c).value();
-  return o;
-}
-
-// The checkpoint of `step` (-1: the newest).
-Result<const store::Checkpoint*> pick(const Opened& o, int64_t step) {
-  for (const store::Checkpoint& c : o.checkpoints) {
-    if (step < 0 || c.state.step == step) return &c;
-  }
-  if (o.checkpoints.empty()) return Status::not_found(o.root + ": no committed checkpoint");
-  return Status::not_found(fmt::format("{}: no committed checkpoint of step {}; `partrain ckpt list {}` "
-                                       "shows those there are", o.root, step, o.root));
-}
+Result<const store::Checkpoint*> pick(const Opened& o, int64_t step) { return pick_checkpoint(o, step); }
 
 int run_list(const CkptArgs& a) {
   Result<Opened> o = open_run(a.run_dir);
@@ -118,27 +92,12 @@ int run_verify(const CkptArgs& a) {
 }
 
 int run_export(const CkptArgs& a) {
-  Result<Opened> o = open_run(a.run_dir);
-  if (!o) return fail(o.status());
-  Result<const store::Checkpoint*> c = pick(*o, a.step);
-  if (!c) return fail(c.status());
-  Result<config::JobConfig> job = config::load_job(a.job);
-  if (!job) return fail(job.status());
-  Result<std::unique_ptr<engine::Backend>> be = engine::make_backend("cpu");
-  if (!be) return fail(be.status());
-  auto m = engine::model::Model::create(job->model, be->get(), 1, job->training.seed);
+  auto src = open_model_source(a.run_dir, a.job, a.step);
+  if (!src) return fail(src.status());
+  std::unique_ptr<engine::Backend> be;
+  auto m = model_of(*src, &be);
   if (!m) return fail(m.status());
-  std::vector<float> host(static_cast<size_t>((*m)->num_params()));
-  for (const engine::model::ParamSpec& p : (*m)->table().specs()) {
-    if (Status s = store::read_range(o->root, **c, p.name, store::Role::kWeight, 0, p.numel(), host.data() + p.offset);
-        !s) {
-      return fail(s.prefixed(fmt::format("{} does not fit [model] of {}: ", o->root, a.job)));
-    }
-  }
-  (*m)->params_from_host(host);
-  if (Status s = engine::model::save_hf(**m, a.output); !s) return fail(s);
-  std::printf("wrote %s: the weights of step %lld (%lld parameters, Hugging Face names)\n", a.output.c_str(),
-              static_cast<long long>((*c)->state.step), static_cast<long long>((*m)->num_params()));
+  if (Status s = write_export(**m, a.target, "the weights of " + src->what); !s) return fail(s);
   return kExitOk;
 }
 
@@ -155,10 +114,10 @@ void register_ckpt(CLI::App& app, CommandResult* result) {
   verify->add_option("run_dir", args->run_dir, "run folder, or the [checkpoint] dir")->required();
   verify->add_option("--step", args->step, "only this step's checkpoint");
   verify->callback([args, result] { result->exit_code = run_verify(*args); });
-  CLI::App* exp = ckpt->add_subcommand("export", "Write one checkpoint's weights as safetensors (Hugging Face names).");
+  CLI::App* exp = ckpt->add_subcommand("export", "Write one checkpoint's weights as safetensors (Hugging Face names), or a Hugging Face folder with --hf.");
   exp->add_option("run_dir", args->run_dir, "run folder, or the [checkpoint] dir")->required();
   exp->add_option("--job", args->job, "the job file the run trained (for [model])")->required()->check(CLI::ExistingFile);
-  exp->add_option("-o,--output", args->output, "output file (.safetensors)")->required();
+  add_export_options(exp, &args->target);
   exp->add_option("--step", args->step, "the checkpoint's step (default: the newest)");
   exp->callback([args, result] { result->exit_code = run_export(*args); });
 }

@@ -1,11 +1,17 @@
 // `partrain data`: make and look at token shards.
 //
+//   partrain data encode --tokenizer FILE TEXT|JSONL... -o SHARD [--threads N]
+//                        [--shard-tokens N] [--text-key KEY] [--uint32]
 //   partrain data encode --bytes TEXT... -o SHARD [--val-output SHARD --val-fraction F]
 //   partrain data inspect SHARD... [--format auto|llmc|raw-u16|raw-u32]
 //
+// `--tokenizer` reads a tokenizer.json, a tiktoken rank file or a SentencePiece model
+// (tokenize/encode_corpus.h says how documents are read, separated and sharded).
 // `encode --bytes` is the byte-level tokenizer (token = byte value, vocab_size 256): it
 // needs no vocabulary file, so the shipped example corpus can be rebuilt anywhere. With
 // --val-output, the last F of every text goes to the validation shard, the rest to SHARD.
+#include <unistd.h>
+
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -19,7 +25,10 @@
 #include "cli/commands.h"
 #include "common/exit_codes.h"
 #include "cli/fail.h"
+#include "common/units.h"
 #include "engine/data/dataset.h"
+#include "tokenize/encode_corpus.h"
+#include "tokenize/tokenizer.h"
 
 namespace partrain::cli {
 namespace {
@@ -28,6 +37,10 @@ namespace data = partrain::engine::data;
 
 struct EncodeArgs {
   bool bytes = false;
+  std::string tokenizer;
+  int threads = 2;
+  uint64_t shard_tokens = 0;
+  std::string text_key = "text";
   std::vector<std::string> texts;
   std::string output;
   std::string val_output;
@@ -44,10 +57,64 @@ Result<std::string> read_text(const std::string& path) {
   return text;
 }
 
+// One line, redrawn in place on a terminal: 45% 123.4 MiB / 270.0 MiB ...
+void draw_progress(const tokenize::EncodeProgress& p) {
+  const double pct = p.bytes_total ? 100.0 * static_cast<double>(p.bytes_done) / static_cast<double>(p.bytes_total) : 100.0;
+  const double rate = p.seconds > 0 ? static_cast<double>(p.bytes_done) / p.seconds : 0.0;
+  const double eta = rate > 0 ? static_cast<double>(p.bytes_total - p.bytes_done) / rate : 0.0;
+  std::fprintf(stderr, "\r\033[Kencode %3.0f%%  %s / %s  %s/s  %s tokens  %s documents  ETA %s",
+               pct, human_bytes(static_cast<double>(p.bytes_done)).c_str(),
+               human_bytes(static_cast<double>(p.bytes_total)).c_str(), human_bytes(rate).c_str(),
+               human_count(static_cast<double>(p.tokens)).c_str(),
+               human_count(static_cast<double>(p.documents)).c_str(), human_ms(eta * 1000.0).c_str());
+  std::fflush(stderr);
+}
+
+int run_tokenizer_encode(const EncodeArgs& a) {
+  if (!a.val_output.empty())
+    return fail(Status::invalid("data encode: --val-output goes with --bytes; with --tokenizer "
+                                "encode the validation texts into their own shard (a second "
+                                "`partrain data encode`)"));
+  if (a.threads < 1)
+    return fail(Status::invalid(fmt::format("data encode: --threads {} must be at least 1", a.threads)));
+  auto tok = tokenize::load_tokenizer(a.tokenizer);
+  if (!tok) return fail(tok.status());
+  tokenize::EncodeOptions o;
+  o.inputs = a.texts;
+  o.output = a.output;
+  o.text_key = a.text_key;
+  o.shard_tokens = a.shard_tokens;
+  o.threads = a.threads;
+  o.token_bytes = a.uint32 ? 4 : 0;
+  const bool tty = isatty(STDERR_FILENO) != 0;
+  std::function<void(const tokenize::EncodeProgress&)> progress;
+  if (tty) progress = draw_progress;
+  auto s = tokenize::encode_corpus(**tok, o, progress);
+  if (tty) std::fprintf(stderr, "\r\033[K");
+  if (!s) return fail(s.status());
+  const auto& t = s->totals;
+  std::printf("encoded %s in %s with %s: %s tokens (%s/s, %s tokens/s on %s), "
+              "%s\n",
+              human_bytes(static_cast<double>(t.bytes_total)).c_str(),
+              plural(static_cast<int64_t>(t.documents), "document").c_str(),
+              (*tok)->describe().c_str(), human_count(static_cast<double>(t.tokens)).c_str(),
+              human_bytes(t.seconds > 0 ? static_cast<double>(t.bytes_total) / t.seconds : 0).c_str(),
+              human_count(t.seconds > 0 ? static_cast<double>(t.tokens) / t.seconds : 0).c_str(),
+              plural(a.threads, "thread").c_str(), human_ms(t.seconds * 1000.0).c_str());
+  for (const auto& shard : s->shards)
+    std::printf("wrote %s (llm.c, uint%d)\n", shard.c_str(), s->token_bytes * 8);
+  if (s->replaced_utf8 > 0)
+    std::printf("note: %zu invalid UTF-8 sequences were read as U+FFFD\n", s->replaced_utf8);
+  std::printf("set [model] vocab_size >= %u\n", (*tok)->vocab_size());
+  return kExitOk;
+}
+
 int run_encode(const EncodeArgs& a) {
-  if (!a.bytes)
-    return fail(Status::invalid("data encode: name the tokenizer: --bytes (byte-level, "
-                                "vocab_size 256) is the one built in"));
+  if (a.bytes == !a.tokenizer.empty())
+    return fail(Status::invalid("data encode: name one tokenizer: --tokenizer FILE (a "
+                                "tokenizer.json, .tiktoken or SentencePiece .model) or --bytes "
+                                "(byte-level, vocab_size 256)"));
+  if (!a.tokenizer.empty()) return run_tokenizer_encode(a);
   if (!(a.val_fraction >= 0.0 && a.val_fraction < 1.0))
     return fail(Status::invalid(fmt::format(
         "data encode: --val-fraction {} must be in [0, 1)", a.val_fraction)));
@@ -98,10 +165,19 @@ void register_data(CLI::App& app, CommandResult* result) {
   cmd->require_subcommand(1);
 
   auto encode_args = std::make_shared<EncodeArgs>();
-  CLI::App* encode = cmd->add_subcommand("encode", "Tokenize text files into an llm.c shard");
+  CLI::App* encode = cmd->add_subcommand("encode", "Tokenize text files into llm.c shards");
+  encode->add_option("--tokenizer", encode_args->tokenizer,
+                     "tokenizer.json, tiktoken rank file or SentencePiece .model")
+      ->check(CLI::ExistingFile);
   encode->add_flag("--bytes", encode_args->bytes,
-                   "Byte-level tokenizer: one token per byte, vocab_size 256 (required)");
-  encode->add_option("texts", encode_args->texts, "Text files, concatenated in this order")
+                   "Byte-level tokenizer: one token per byte, vocab_size 256");
+  encode->add_option("--threads", encode_args->threads, "Encoding threads (default 2)");
+  encode->add_option("--shard-tokens", encode_args->shard_tokens,
+                     "Tokens per shard: OUT_000000.bin, OUT_000001.bin, ... (default: one shard)");
+  encode->add_option("--text-key", encode_args->text_key,
+                     "The string field of each .jsonl line (default \"text\")");
+  encode->add_option("texts", encode_args->texts,
+                     "Text files (one document each) and .jsonl files (one per line), in order")
       ->required()
       ->check(CLI::ExistingFile);
   encode->add_option("-o,--output", encode_args->output, "Shard to write")->required();

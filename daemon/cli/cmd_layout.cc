@@ -5,6 +5,7 @@
 //
 //   partrain layout --partrain=tp4,pp2 --nodes 8 --gpus-per-node 8 [--distribution cyclic]
 //                   [--nvlink-domain D] [--topology topology.conf] [--json]
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -14,6 +15,7 @@
 
 #include "cli/commands.h"
 #include "common/exit_codes.h"
+#include "common/units.h"
 #include "layout/cost_model.h"
 #include "layout/hostlist.h"
 #include "layout/layout.h"
@@ -35,6 +37,7 @@ struct LayoutArgs {
   std::string nodelist;
   std::string tasks_per_node;
   bool json = false;
+  bool ranks = false;  // the full rank table and every group, however many ranks
   StepSizes sizes;
   int grad_accum = 0;  // 0 = the spec's mb=, else StepSizes' default
 };
@@ -232,23 +235,39 @@ std::string gigabytes(double bytes) {
   return buf;
 }
 
-void print_text(const Report& r) {
+// Worlds up to this size print every rank and group by default; larger ones a summary
+// (--ranks prints them all).
+constexpr int kFullTableRanks = 64;
+constexpr size_t kSummaryGroups = 3;
+
+void print_text(const Report& r, bool all_ranks) {
   const Layout& l = r.layout;
-  std::printf("partrain layout: %s on %zu nodes x %d GPUs (%s distribution%s)\n",
-              l.spec().to_string().c_str(), r.view.nodes.size(), r.view.gpus_per_node,
+  const bool full = all_ranks || l.world() <= kFullTableRanks;
+  std::printf("partrain layout: %s on %s x %s (%s distribution%s)\n",
+              l.spec().to_string().c_str(), plural(static_cast<int64_t>(r.view.nodes.size()), "node").c_str(),
+              plural(r.view.gpus_per_node, "GPU").c_str(),
               std::string(distribution_name(r.view.distribution)).c_str(),
               r.view.switches ? ", switch tree given" : "");
-  std::printf("world %d = tp%d x cp%d x dp%d x pp%d; ep%d inside %s; TP groups %s\n\n", l.world(),
-              l.tp(), l.cp(), l.dp(), l.pp(), l.ep(), l.cp() > 1 ? "dp x cp" : "dp",
+  std::printf("world %s = tp%d x cp%d x dp%d x pp%d; ep%d inside %s; TP groups %s\n\n",
+              plural(l.world(), "rank").c_str(), l.tp(), l.cp(), l.dp(), l.pp(), l.ep(),
+              l.cp() > 1 ? "dp x cp" : "dp",
               r.aware.tp_domain_local ? "each inside one NVLink domain"
                                       : "NOT all inside one NVLink domain");
-  std::printf("%6s %6s %-12s %5s %4s %4s %4s %4s %4s\n", "rank", "task", "node", "local", "tp",
-              "cp", "ep", "dp", "pp");
-  for (int rank = 0; rank < l.world(); ++rank) {
+  auto row = [&](int rank) {
     const RankCoord c = l.coord(rank);
     const TaskSlot s = r.aware.slot_of_rank[rank];
     std::printf("%6d %6d %-12s %5d %4d %4d %4d %4d %4d\n", rank, r.aware.task_of_rank[rank],
                 r.view.nodes[s.node].c_str(), s.local, c.tp, c.cp, c.ep, c.dp, c.pp);
+  };
+  std::printf("%6s %6s %-12s %5s %4s %4s %4s %4s %4s\n", "rank", "task", "node", "local", "tp",
+              "cp", "ep", "dp", "pp");
+  if (full) {
+    for (int rank = 0; rank < l.world(); ++rank) row(rank);
+  } else {  // the first node's ranks and the last rank: the pattern, not 1,024 lines
+    const int head = std::min(l.world(), r.view.gpus_per_node);
+    for (int rank = 0; rank < head; ++rank) row(rank);
+    std::printf("%6s (%d more ranks; --ranks prints every one)\n", "...", l.world() - head - 1);
+    row(l.world() - 1);
   }
   std::printf("\ngroups (members in ring order):\n");
   for (Axis axis : kAllAxes) {
@@ -259,11 +278,14 @@ void print_text(const Report& r) {
       std::printf(" (each rank alone)\n");
       continue;
     }
-    for (const std::vector<int>& g : groups) {
+    const size_t shown = full ? groups.size() : std::min(groups.size(), kSummaryGroups);
+    for (size_t gi = 0; gi < shown; ++gi) {
+      const std::vector<int>& g = groups[gi];
       std::string text = " [";
       for (size_t i = 0; i < g.size(); ++i) text += (i ? " " : "") + std::to_string(g[i]);
       std::printf("%s]", text.c_str());
     }
+    if (shown < groups.size()) std::printf(" ... (%zu more)", groups.size() - shown);
     std::printf("\n");
   }
   const StepSizes& z = r.sizes;
@@ -328,6 +350,8 @@ void register_layout(CLI::App& app, CommandResult* result) {
   sub->add_option("--grad-accum", args->grad_accum,
                   "Cost model: micro-batches per step. Default: the spec's mb=, else 8");
   sub->add_flag("--json", args->json, "Print one JSON object instead of tables");
+  sub->add_flag("--ranks", args->ranks,
+                "Print every rank and group (default: all of them up to 64 ranks, a summary above)");
   sub->callback([args, result] {
     if (args->sizes.params < 0 || args->sizes.expert_params < 0 || args->sizes.hidden < 1 ||
         args->sizes.layers < 1 || args->sizes.seq_len < 1 || args->sizes.micro_batch < 1 ||
@@ -346,7 +370,7 @@ void register_layout(CLI::App& app, CommandResult* result) {
     if (args->json) {
       print_json(*report);
     } else {
-      print_text(*report);
+      print_text(*report, args->ranks);
     }
     result->exit_code = kExitOk;
   });

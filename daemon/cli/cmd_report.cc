@@ -6,16 +6,21 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
 
 #include "cli/commands.h"
 #include "common/exit_codes.h"
 #include "cli/fail.h"
+#include "cli/model_source.h"
+#include "common/units.h"
 #include "engine/io/json.h"
 #include "planner/scaling.h"
 
@@ -100,6 +105,71 @@ Result<planner::RunSeries> read_run(const std::string& dir) {
 }
 
 
+// The model a run trained, from its newest checkpoint: each weight tensor's name and
+// shape, whatever layout wrote it. Empty when the run has no checkpoint to read.
+struct ModelShape {
+  std::map<std::string, std::vector<int64_t>> tensors;
+  int64_t params = 0;
+};
+
+std::optional<ModelShape> model_shape(const std::string& dir) {
+  auto o = open_run(dir);
+  if (!o) return std::nullopt;
+  auto c = pick_checkpoint(*o, -1);
+  if (!c) return std::nullopt;
+  ModelShape m;
+  for (const auto& p : (*c)->pieces) {
+    if (p.spec.role != store::Role::kWeight || m.tensors.count(p.spec.tensor)) continue;
+    m.tensors[p.spec.tensor] = p.spec.shape;
+    int64_t n = 1;
+    for (int64_t d : p.spec.shape) n *= d;
+    m.params += n;
+  }
+  return m;
+}
+
+std::string shape_text(const std::vector<int64_t>& s) {
+  std::string t;
+  for (size_t i = 0; i < s.size(); ++i) t += (i ? " x " : "") + std::to_string(s[i]);
+  return "[" + t + "]";
+}
+
+// Speedup between two models means nothing: runs must have trained the same one.
+Status check_same_model(const std::vector<std::string>& dirs) {
+  std::optional<ModelShape> first;
+  std::string first_dir;
+  for (const auto& dir : dirs) {
+    auto m = model_shape(dir);
+    if (!m) {
+      std::fprintf(stderr, "partrain: %s has no checkpoint, so report cannot check that it "
+                           "trained the same model as the others\n", dir.c_str());
+      continue;
+    }
+    if (!first) {
+      first = std::move(m);
+      first_dir = dir;
+      continue;
+    }
+    std::string diff;
+    for (const auto& [name, shape] : first->tensors) {
+      auto it = m->tensors.find(name);
+      if (it == m->tensors.end()) diff = fmt::format("{} has no tensor '{}'", dir, name);
+      else if (it->second != shape)
+        diff = fmt::format("'{}' is {} in {} and {} in {}", name, shape_text(shape), first_dir,
+                           shape_text(it->second), dir);
+      if (!diff.empty()) break;
+    }
+    for (const auto& [name, shape] : m->tensors)
+      if (diff.empty() && !first->tensors.count(name)) diff = fmt::format("{} has no tensor '{}'", first_dir, name);
+    if (!diff.empty())
+      return Status::invalid(fmt::format(
+          "report: {} and {} trained different models ({}-parameter and {}-parameter; {}); "
+          "report compares runs of one job on different layouts", first_dir, dir,
+          human_count(static_cast<double>(first->params)), human_count(static_cast<double>(m->params)), diff));
+  }
+  return Status::ok();
+}
+
 int run_report(const ReportArgs& a) {
   std::vector<planner::RunSeries> runs;
   for (const std::string& dir : a.runs) {
@@ -107,6 +177,7 @@ int run_report(const ReportArgs& a) {
     if (!r) return fail(r.status());
     runs.push_back(std::move(r).value());
   }
+  if (Status s = check_same_model(a.runs); !s) return fail(s);
   Result<planner::ScalingReport> report = planner::scaling_report(runs);
   if (!report) return fail(report.status());
   {
@@ -141,12 +212,13 @@ int run_report(const ReportArgs& a) {
                          : "mixed: neither the global batch nor the tokens per rank agree; "
                            "speedup and efficiency compare throughput only";
   std::printf("partrain report: %zu run(s), %s\n", runs.size(), what);
-  std::printf("%-24s %6s %14s %12s %14s %9s %11s %11s\n", "run", "ranks", "tokens/step", "step ms",
+  std::printf("%-24s %8s %12s %10s %14s %9s %11s %11s\n", "run", "ranks", "tokens/step", "step",
               "tokens/s", "speedup", "efficiency", "final loss");
   for (const planner::ScalingRow& r : report->rows) {
-    std::printf("%-24s %6d %14.0f %12.2f %14.0f %8.2fx %10.1f%% %11.4f\n", r.name.c_str(), r.ranks,
-                r.tokens_per_step, r.step_ms, r.tokens_per_s, r.speedup, 100 * r.efficiency,
-                r.final_loss);
+    std::printf("%-24s %8s %12s %10s %14s %8.2fx %10.1f%% %11.4f\n", r.name.c_str(),
+                plural(r.ranks, "rank").c_str(), human_count(r.tokens_per_step).c_str(),
+                human_ms(r.step_ms).c_str(), human_count(r.tokens_per_s).c_str(), r.speedup,
+                100 * r.efficiency, r.final_loss);
   }
   std::printf("plot: %s\n", a.svg.c_str());
   return kExitOk;

@@ -2,7 +2,7 @@
 //
 //   partrain run JOB.toml [--steps N] [--init FILE.safetensors] [--save FILE.safetensors]
 //                [--device cpu|cuda|cuda:N] [--partrain SPEC] [--nproc N] [--trace STEPS]
-//   partrain export JOB.toml [--from FILE.safetensors] -o OUT.safetensors
+//   partrain export JOB.toml [--from FILE.safetensors] -o OUT.safetensors | --hf DIR [--tokenizer F...]
 //
 // run trains on one rank, printing one line per step and writing <run_dir>/metrics.jsonl
 // (one JSON object per step: step, loss, lr, grad_norm, tokens, step_ms, fwd_ms, bwd_ms,
@@ -30,6 +30,7 @@
 #include "cli/commands.h"
 #include "common/exit_codes.h"
 #include "cli/fail.h"
+#include "cli/model_source.h"
 #include "common/log.h"
 #include "common/stop_signal.h"
 #include "common/trace.h"
@@ -56,13 +57,14 @@ namespace engine = partrain::engine;
 struct RunArgs {
   std::string job;
   int64_t steps = 0;
-  std::string init, save, spec, trace, hardware;
+  std::string init, save, spec, trace, hardware, hardware_dir;
   std::string device;  // "" = [job] device
   int nproc = 0;  // > 0: the local agent with this many worker ranks
 };
 
 struct ExportArgs {
-  std::string job, from, output;
+  std::string job, from;
+  ExportTarget target;
 };
 
 
@@ -157,6 +159,8 @@ void log_restart_count() {
 }
 
 int run_train(const RunArgs& a) {
+  // --hardware-dir reaches load_hardware here and in the workers as PARTRAIN_HARDWARE_DIR.
+  if (!a.hardware_dir.empty()) ::setenv("PARTRAIN_HARDWARE_DIR", a.hardware_dir.c_str(), 1);
   if (!a.trace.empty()) {
     if (Result<trace::StepSet> steps = trace::StepSet::parse(a.trace); !steps) return fail(steps.status());
   }
@@ -171,6 +175,7 @@ int run_train(const RunArgs& a) {
   o.name = job->name;
   o.run_dir = job->run_dir;
   o.device = a.device.empty() ? job->device : a.device;
+  o.precision = job->precision;
   Result<planner::RunAccounting> acct = planner::run_accounting(job->model, o.device, a.hardware);
   if (!acct) return fail(acct.status());
   o.model_flops_per_token = acct->model_flops_per_token;
@@ -225,9 +230,8 @@ int run_export(const ExportArgs& a) {
   if (!a.from.empty()) {
     if (Status s = engine::model::load_hf(**m, a.from); !s) return fail(s);
   }
-  if (Status s = engine::model::save_hf(**m, a.output); !s) return fail(s);
-  std::printf("wrote %s: %lld parameters in %zu tensors (Hugging Face names)\n", a.output.c_str(),
-              static_cast<long long>((*m)->num_params()), (*m)->table().specs().size());
+  if (Status s = write_export(**m, a.target, a.from.empty() ? "initial weights" : a.from); !s)
+    return fail(s);
   return kExitOk;
 }
 
@@ -261,6 +265,10 @@ void register_run(CLI::App& app, CommandResult* result) {
   run->add_option("--hardware", args->hardware,
                   "hardware profile for the step line's MFU (a name such as H100-SXM or a .toml "
                   "file, as for `partrain plan`); default: cpu on CPU ranks, none on GPUs");
+  run->add_option("--hardware-dir", args->hardware_dir,
+                  "folder of hardware profiles for --hardware NAME (default: $PARTRAIN_HARDWARE_DIR, "
+                  "else the installed ones), as for `partrain plan`")
+      ->check(CLI::ExistingDirectory);
   run->add_option("--trace", args->trace,
                   "write a Chrome/Perfetto trace of these steps per rank to "
                   "<run_dir>/trace/rank-R.json (e.g. 5-7; merge with `partrain trace merge`)");
@@ -273,7 +281,7 @@ void register_run(CLI::App& app, CommandResult* result) {
   exp->add_option("job", eargs->job, "job file (TOML)")->required()->check(CLI::ExistingFile);
   exp->add_option("--from", eargs->from, "weights to convert (safetensors)")
       ->check(CLI::ExistingFile);
-  exp->add_option("-o,--output", eargs->output, "output file (.safetensors)")->required();
+  add_export_options(exp, &eargs->target);
   exp->callback([eargs, result] { result->exit_code = run_export(*eargs); });
 }
 

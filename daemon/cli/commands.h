@@ -19,6 +19,9 @@ void register_schedule(CLI::App& app, CommandResult* result);
 void register_plan(CLI::App& app, CommandResult* result);
 void register_report(CLI::App& app, CommandResult* result);
 void register_ckpt(CLI::App& app, CommandResult* result);
+void register_import(CLI::App& app, CommandResult* result);
+void register_generate(CLI::App& app, CommandResult* result);
+void register_help(CLI::App& app, CommandResult* result);
 
 inline void register_commands(CLI::App& app, CommandResult* result) {
   register_layout(app, result);
@@ -30,6 +33,9 @@ inline void register_commands(CLI::App& app, CommandResult* result) {
   register_plan(app, result);
   register_report(app, result);
   register_ckpt(app, result);
+  register_import(app, result);
+  register_generate(app, result);
+  register_help(app, result);
 }
 
 }  // namespace partrain::cli

@@ -48,6 +48,48 @@ KeyRule<JobDraft> integer_item(const std::string& key, const std::string& prefix
 
 #define FIELD(expr) [](JobDraft& d) -> auto& { return d.job.expr; }
 
+// [[data.sources]]: an array of tables {name, files, weight}.
+Status read_sources(const toml::node& node, JobDraft* d, const Source& src) {
+  const toml::array* list = node.as_array();
+  if (list == nullptr || list->empty() || !list->is_array_of_tables())
+    return Status::invalid("must be one or more [[data.sources]] tables, each with files and weight");
+  d->job.data.sources.clear();
+  for (size_t i = 0; i < list->size(); ++i) {
+    const toml::table& t = *list->get(i)->as_table();
+    engine::DataSource s;
+    s.name = fmt::format("source{}", i);
+    bool have_files = false;
+    for (const auto& [k, v] : t) {
+      const std::string key(k.str());
+      auto fail = [&](const std::string& why) {
+        return Status::invalid(fmt::format("[[data.sources]] #{} key '{}' {}", i + 1, key, why));
+      };
+      if (key == "name") {
+        auto n = detail::read_string(v);
+        if (!n) return fail(n.status().message());
+        s.name = *n;
+      } else if (key == "files") {
+        auto files = detail::read_string_array(v);
+        if (!files) return fail(files.status().message());
+        if (files->empty()) return fail("must name at least one file");
+        for (const auto& f : *files) s.files.push_back(detail::resolve_path(src.base_dir, f));
+        have_files = true;
+      } else if (key == "weight") {
+        auto w = detail::read_number(v, detail::above(0));
+        if (!w) return fail(w.status().message());
+        s.weight = *w;
+      } else {
+        return fail("is unknown; a source has name, files and weight");
+      }
+    }
+    if (!have_files)
+      return Status::invalid(fmt::format("[[data.sources]] #{} ('{}') has no files; list its "
+                                         "token shards, e.g. files = [\"data/web.bin\"]", i + 1, s.name));
+    d->job.data.sources.push_back(std::move(s));
+  }
+  return Status::ok();
+}
+
 // Every key a job file may set. The parser, the suggestions, known_job_keys() and the
 // man-page test all read this one table; partrain.toml(5) documents each entry.
 const std::vector<KeyRule<JobDraft>>& job_rules() {
@@ -63,6 +105,10 @@ const std::vector<KeyRule<JobDraft>>& job_rules() {
       detail::choice_key<JobDraft>("job", "device", FIELD(device),
                                    std::vector<std::pair<std::string, std::string>>{
                                        {"cpu", "cpu"}, {"cuda", "cuda"}}),
+
+      detail::choice_key<JobDraft>("job", "precision", FIELD(precision),
+                                   std::vector<std::pair<std::string, std::string>>{
+                                       {"fp32", "fp32"}, {"bf16", "bf16"}}),
 
       detail::choice_key<JobDraft>("model", "arch", FIELD(model.arch),
                                    std::vector<std::pair<std::string, Arch>>{
@@ -93,6 +139,7 @@ const std::vector<KeyRule<JobDraft>>& job_rules() {
                                        {"full", Recompute::kFull}}),
 
       detail::path_list_key<JobDraft>("data", "train_files", FIELD(data.train_files)),
+      {"data", "sources", read_sources},
       detail::choice_key<JobDraft>("data", "format", FIELD(data.format),
                                    std::vector<std::pair<std::string, std::string>>{
                                        {"auto", "auto"}, {"llmc", "llmc"},
@@ -222,10 +269,15 @@ Status check_model_and_training(const JobConfig& job, const SeenKeys& seen, cons
         detail::where(src, line_of(seen, "training.global_batch")), t.global_batch,
         t.micro_batch));
   }
-  if (job.data.train_files.empty()) {
+  if (job.data.train_files.empty() && job.data.sources.empty()) {
     return Status::invalid(detail::where(src, 0) +
                            "[data] train_files is missing; name the token shards to train on, "
-                           "e.g. train_files = [\"data/train.bin\"]");
+                           "e.g. train_files = [\"data/train.bin\"] (or a mixture: [[data.sources]])");
+  }
+  if (!job.data.train_files.empty() && !job.data.sources.empty()) {
+    return Status::invalid(detail::where(src, line_of(seen, "data.sources")) +
+                           "[data] has both train_files and [[data.sources]]; use one: a single "
+                           "list of shards, or a mixture of sources with weights");
   }
   return Status::ok();
 }

@@ -33,6 +33,10 @@ struct JobConfig {
   std::string name;                   // [job] name. Default: the file's stem
   std::string run_dir;                // [job] run_dir: metrics.jsonl, logs. Default: runs/<name>
   std::string device = "cpu";         // [job] device: "cpu" or "cuda" (one GPU per worker). Default: cpu
+  // [job] precision: the storage of weights and activations, "fp32" or "bf16" (gradients,
+  // master weights and optimizer state are fp32 in both). Default: "" = fp32 on CPU ranks,
+  // bf16 on GPUs. bf16 on CPU ranks is a test mode (engine/cpu/cpu_bf16_backend.h).
+  std::string precision;
   engine::ModelOptions model;         // [model]
   engine::DataOptions data;           // [data]; relative paths resolved against the job file's folder
   engine::TrainOptions training;      // [training]

@@ -7,6 +7,7 @@
 //   cp x tp with sp                each cp rank's seq_len / cp rows must split over tp
 //   ep with tp, ep with zeroN      not run yet
 //   tp, pp on [job] device = cuda  not run yet (GPU ranks run plain dp)
+//   [job] precision = "bf16" on CPU ranks with tp, ep, pp, cp or zeroN: not run yet
 // A schedule that splits backward (ZB-H1) with recompute, MoE or tp is refused when the
 // schedule is built (worker/pipeline_plan.h), the only check that needs the plugin.
 #pragma once

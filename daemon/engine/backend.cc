@@ -39,6 +39,15 @@ void Backend::release(Tensor* t) {
   *t = Tensor{};
 }
 
+std::pair<void*, size_t> Backend::allocation_of(const void* p) const {
+  const char* c = static_cast<const char*>(p);
+  for (const auto& [base, info] : live_) {
+    const char* b = static_cast<const char*>(base);
+    if (c >= b && c < b + info.second) return {base, info.second};
+  }
+  return {nullptr, 0};
+}
+
 void Backend::release_all() {
   for (auto& [p, info] : live_) {
     stats_.live[static_cast<size_t>(info.first)] -= info.second;

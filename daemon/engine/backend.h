@@ -157,6 +157,9 @@ class Backend {
   virtual void copy(const Tensor& dst, const Tensor& src) = 0;
   // Waits until every queued op has finished (for timing).
   virtual void synchronize() = 0;
+  // The first error any op met, with the call that failed (ops return void: a device keeps
+  // its first fault and skips the rest); ok when none. The trainer checks it every step.
+  virtual Status status() { return Status::ok(); }
 
   // ---- elementwise ------------------------------------------------------------------------
   virtual void zero(const Tensor& t) = 0;
@@ -274,6 +277,8 @@ class Backend {
   bool needs_master_weights() const { return param_dtype() != DType::kF32; }
 
  protected:
+  // The live allocation holding `p`: its start and size in bytes; {nullptr, 0} when none.
+  std::pair<void*, size_t> allocation_of(const void* p) const;
   // Raw zero-filled device allocation of `bytes`; nullptr on failure.
   virtual void* raw_alloc(size_t bytes) = 0;
   virtual void raw_free(void* p) = 0;
@@ -289,13 +294,19 @@ class Backend {
 // The CPU backend (always built).
 std::unique_ptr<Backend> make_cpu_backend();
 
+// The CPU backend with bf16 storage of weights and activations (cpu/cpu_bf16_backend.h).
+std::unique_ptr<Backend> make_cpu_bf16_backend();
+
 #ifdef PARTRAIN_HAVE_CUDA
-// The CUDA backend on device `ordinal`, defined in engine/cuda/. Errors (no driver, no
-// device) name the device and say what to check.
-Result<std::unique_ptr<Backend>> make_cuda_backend(int ordinal);
+// The CUDA backend on device `ordinal` with `storage` weights and activations, defined in
+// engine/cuda/. Errors (no driver, no device) name the device and say what to check.
+Result<std::unique_ptr<Backend>> make_cuda_backend(int ordinal, DType storage);
 #endif
 
-// "cpu", "cuda" or "cuda:N". A build without CUDA answers "cuda" with an error saying so.
-Result<std::unique_ptr<Backend>> make_backend(const std::string& device);
+// "cpu", "cuda" or "cuda:N", with `precision` the storage of weights and activations:
+// "fp32", "bf16", or "" for the device's default (fp32 on CPU ranks, bf16 on GPUs).
+// Gradients, master weights and optimizer state are fp32 in every mode. A build without
+// CUDA answers "cuda" with an error saying so.
+Result<std::unique_ptr<Backend>> make_backend(const std::string& device, const std::string& precision = "");
 
 }  // namespace partrain::engine

@@ -45,8 +45,16 @@ inline bool is_moe_layer(int moe_experts, int moe_every, int layer) {
 }
 inline bool is_moe_layer(const ModelOptions& o, int layer) { return is_moe_layer(o.moe_experts, o.moe_every, layer); }
 
+// One source of a data mixture ([[data.sources]]): its shards and its share of the samples.
+struct DataSource {
+  std::string name;                      // for messages and metrics. Default: "source<i>"
+  std::vector<std::string> files;        // token shards, concatenated. Default: none (required)
+  double weight = 1.0;                   // share = weight / sum of weights. Default: 1
+};
+
 struct DataOptions {
   std::vector<std::string> train_files;  // token shards (llm.c format or raw). Default: none
+  std::vector<DataSource> sources;       // a mixture instead of train_files. Default: none
   std::string format = "auto";           // "auto" (by header), "llmc", "raw-u16", "raw-u32". Default: auto
 };
 

@@ -18,7 +18,6 @@ using pipeline::Kind;
 Result<PipelinePlan> plan_pipeline(const config::JobConfig& job, const Layout& layout,
                                    const std::string& plugin_dir) {
   const ParallelSpec& spec = job.parallelism;
-  const std::string what = "--partrain=" + spec.to_string();
   Result<int> m = config::grad_accum_steps(job, layout.dp());
   if (!m) return m.status();
   Result<std::unique_ptr<plugin::SchedulePlugin>> plug = plugin::SchedulePlugin::find(plugin_dir, spec.sched);
@@ -26,18 +25,6 @@ Result<PipelinePlan> plan_pipeline(const config::JobConfig& job, const Layout& l
   Result<pipeline::Schedule> sched = plugin::build_schedule(**plug, layout.pp(), *m, spec.virtual_stages);
   if (!sched) return Status::invalid(sched.status().message());
   PARTRAIN_RETURN_IF_ERROR(pipeline::check(*sched));
-  bool split = false;
-  for (const std::vector<Action>& list : sched->ranks) {
-    for (const Action& a : list) split = split || a.kind == Kind::kBackwardInput;
-  }
-  if (split && (job.model.recompute != engine::Recompute::kNone || job.model.moe_experts > 0 ||
-                layout.tp() > 1)) {
-    return Status::invalid(fmt::format(
-        "{}: schedule {} splits backward into input and weight gradients (ZB-H1), which keeps "
-        "every block's activations until the weight gradient and is not implemented for "
-        "mixture-of-experts blocks or with tp; set [model] recompute = \"none\" (dense models, "
-        "tp1) or use sched=1f1b", what, sched->name));
-  }
   Result<std::vector<pipeline::PieceCost>> pieces = pipeline::piece_costs(engine::model::resolved(job.model));
   if (!pieces) return pieces.status();
   Result<std::vector<pipeline::StagePart>> parts =

@@ -37,8 +37,7 @@ struct PipelinePlan {
 
 // Loads the schedule plugin the spec names (sched=NAME[:V]) from `plugin_dir`, builds it
 // for (pp, m = grad_accum, v), checks it and partitions the model. invalid with the
-// checker's first violation for a bad schedule; invalid for a split backward (ZB-H1) with
-// recompute, MoE blocks or tp, which this runtime does not run yet.
+// checker's first violation for a bad schedule.
 Result<PipelinePlan> plan_pipeline(const config::JobConfig& job, const Layout& layout,
                                    const std::string& plugin_dir);
 

@@ -94,6 +94,7 @@ Result<train::RunOptions> RankTraining::options() const {
   o.run_dir = run_.rank == 0 ? job_.run_dir : "";
   o.quiet = run_.rank != 0;
   o.device = job_.device;  // "cuda": the one GPU the agent made visible, cuda:0
+  o.precision = job_.precision;
   o.dp = layout_.dp();
   o.dp_rank = coord_.dp;
   o.tp = engine::model::TensorOptions{coord_.tp, layout_.tp(), layout_.tp() > 1 && job_.parallelism.sequence_parallel()};

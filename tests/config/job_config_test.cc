@@ -355,7 +355,7 @@ INSTANTIATE_TEST_SUITE_P(
                "that hidden % heads == 0"},
         BadJob{"[model]\nlayers = 2\n",
                "job.toml: [data] train_files is missing; name the token shards to train on, "
-               "e.g. train_files = [\"data/train.bin\"]"},
+               "e.g. train_files = [\"data/train.bin\"] (or a mixture: [[data.sources]])"},
         BadJob{DATA "[job]\nname = \"my job\"\n",
                "job.toml:4: [job] key 'name' = \"my job\" may hold only letters, digits, '_', "
                "'-' and '.'"},
@@ -390,12 +390,52 @@ TEST(JobConfig, BadSpecItemsPointAtTheirLine) {
       << sched.status().message();
 }
 
+TEST(JobConfig, DataSourcesMixture) {
+  auto job = parse_job("[data]\n[[data.sources]]\nname = \"web\"\nfiles = [\"web_0.bin\", \"web_1.bin\"]\n"
+                       "weight = 3\n\n[[data.sources]]\nfiles = [\"code.bin\"]\n",
+                       "dir/job.toml");
+  ASSERT_TRUE(job.is_ok()) << job.status().message();
+  const auto& s = job->data.sources;
+  ASSERT_EQ(s.size(), 2u);
+  EXPECT_EQ(s[0].name, "web");
+  EXPECT_EQ(s[0].weight, 3.0);
+  ASSERT_EQ(s[0].files.size(), 2u);
+  EXPECT_NE(s[0].files[1].find("dir/web_1.bin"), std::string::npos) << s[0].files[1];  // beside the job file
+  EXPECT_EQ(s[1].name, "source1");  // the defaults
+  EXPECT_EQ(s[1].weight, 1.0);
+  EXPECT_TRUE(job->data.train_files.empty());
+}
+
+TEST(JobConfig, DataSourcesMistakes) {
+  struct Case {
+    const char* text;
+    const char* message;
+  };
+  for (const Case& c : {
+           Case{"[data]\ntrain_files = [\"t.bin\"]\n[[data.sources]]\nfiles = [\"a.bin\"]\n",
+                "job.toml:3: [data] has both train_files and [[data.sources]]; use one: a single "
+                "list of shards, or a mixture of sources with weights"},
+           Case{"[[data.sources]]\nfiles = [\"a.bin\"]\nweight = 0\n",
+                "job.toml:1: [data] key 'sources' [[data.sources]] #1 key 'weight' must be > 0 (got 0)"},
+           Case{"[[data.sources]]\nfiles = [\"a.bin\"]\nweigth = 2\n",
+                "job.toml:1: [data] key 'sources' [[data.sources]] #1 key 'weigth' is unknown; a "
+                "source has name, files and weight"},
+           Case{"[[data.sources]]\nname = \"web\"\n",
+                "job.toml:1: [data] key 'sources' [[data.sources]] #1 ('web') has no files; list its "
+                "token shards, e.g. files = [\"data/web.bin\"]"},
+       }) {
+    auto job = parse_job(c.text, "job.toml");
+    ASSERT_FALSE(job.is_ok()) << c.text;
+    EXPECT_EQ(job.status().message(), c.message) << c.text;
+  }
+}
+
 TEST(JobConfig, KnownKeysComeFromTheParserTable) {
   auto keys = known_job_keys();
   std::set<std::string> unique(keys.begin(), keys.end());
   EXPECT_EQ(unique.size(), keys.size()) << "a key is listed twice";
-  // 3 [job] + 19 [model] + 2 [data] + 13 [training] + 12 [parallelism] + 5 [checkpoint].
-  EXPECT_EQ(keys.size(), 54u);
+  // 4 [job] + 19 [model] + 3 [data] + 13 [training] + 12 [parallelism] + 5 [checkpoint].
+  EXPECT_EQ(keys.size(), 56u);
   for (const char* k : {"job.name", "model.arch", "model.recompute", "data.train_files",
                         "training.lr", "parallelism.spec", "parallelism.mb", "parallelism.stage_layers", "checkpoint.keep"}) {
     EXPECT_TRUE(unique.count(k)) << k;

@@ -40,7 +40,7 @@ std::vector<float> host(Backend& be, const Tensor& t) {
 
 TEST(CudaBackend, MemoryAndConversions) {
   PARTRAIN_REQUIRE_GPU();
-  auto r = engine::make_cuda_backend(0);
+  auto r = engine::make_cuda_backend(0, engine::DType::kBF16);
   ASSERT_TRUE(r.is_ok()) << r.status().message();
   Backend& be = **r;
   EXPECT_TRUE(be.param_dtype() == DType::kBF16 && be.grad_dtype() == DType::kF32 &&
@@ -83,7 +83,7 @@ TEST(CudaBackend, MemoryAndConversions) {
 // CUDA backend's attention path chosen by PARTRAIN_CUDA_ATTENTION.
 void check_attention_block(const char* attention_mode) {
   setenv("PARTRAIN_CUDA_ATTENTION", attention_mode, 1);
-  auto rg = engine::make_cuda_backend(0);
+  auto rg = engine::make_cuda_backend(0, engine::DType::kBF16);
   unsetenv("PARTRAIN_CUDA_ATTENTION");
   ASSERT_TRUE(rg.is_ok()) << rg.status().message();
   auto cpu = engine::make_cpu_backend();
@@ -150,7 +150,7 @@ TEST(CudaBackend, AttentionBlockFlashMatchesCpu) {
 TEST(CudaBackend, BadAttentionModeIsRefused) {
   PARTRAIN_REQUIRE_GPU();
   setenv("PARTRAIN_CUDA_ATTENTION", "fastest", 1);
-  auto rg = engine::make_cuda_backend(0);
+  auto rg = engine::make_cuda_backend(0, engine::DType::kBF16);
   unsetenv("PARTRAIN_CUDA_ATTENTION");
   ASSERT_FALSE(rg.is_ok());
   EXPECT_TRUE(rg.status().message().find("PARTRAIN_CUDA_ATTENTION") != std::string::npos)
@@ -159,7 +159,7 @@ TEST(CudaBackend, BadAttentionModeIsRefused) {
 
 TEST(CudaBackend, AdamWOnMasterWeights) {
   PARTRAIN_REQUIRE_GPU();
-  auto rg = engine::make_cuda_backend(0);
+  auto rg = engine::make_cuda_backend(0, engine::DType::kBF16);
   ASSERT_TRUE(rg.is_ok()) << rg.status().message();
   Backend& be = **rg;
   auto cpu = engine::make_cpu_backend();

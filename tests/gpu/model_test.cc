@@ -43,7 +43,7 @@ double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
 }
 
 void check_one_step(const ModelOptions& mo) {
-  auto rg = engine::make_cuda_backend(0);
+  auto rg = engine::make_cuda_backend(0, engine::DType::kBF16);
   ASSERT_TRUE(rg.is_ok()) << rg.status().message();
   auto cpu = engine::make_cpu_backend();
   const int B = 2, T = mo.seq_len;

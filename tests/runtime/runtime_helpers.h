@@ -98,18 +98,18 @@ inline std::map<int, pid_t> started_workers(const Proc& agent, const std::string
   return pids;
 }
 
-// Two runs' loss trajectories (metrics.jsonl) agree within 1e-5 relative at every one of
-// `steps` steps, and the reference really trains; prints the largest relative difference
-// under `label`.
+// Two runs' loss trajectories (metrics.jsonl) agree within `tolerance` relative (1e-5 unless
+// said) at every one of `steps` steps, and the reference really trains; prints the largest
+// relative difference under `label`.
 inline void expect_same_losses(const std::string& ref_metrics, const std::string& got_metrics,
-                               int steps, const std::string& label) {
+                               int steps, const std::string& label, double tolerance = 1e-5) {
   const std::vector<double> ref = losses(ref_metrics);
   const std::vector<double> got = losses(got_metrics);
   ASSERT_EQ(ref.size(), static_cast<size_t>(steps));
   ASSERT_EQ(got.size(), ref.size());
   double worst = 0;
   for (size_t i = 0; i < ref.size(); ++i) {
-    EXPECT_LE(std::fabs(got[i] - ref[i]), 1e-5 * std::fabs(ref[i]))
+    EXPECT_LE(std::fabs(got[i] - ref[i]), tolerance * std::fabs(ref[i]))
         << label << " step " << i + 1 << ": " << got[i] << " vs one rank " << ref[i];
     worst = std::max(worst, std::fabs(got[i] - ref[i]) / std::fabs(ref[i]));
   }

@@ -9,7 +9,7 @@
 
 namespace partrain::engine::cpu {
 
-class CpuBackend final : public Backend {
+class CpuBackend : public Backend {
  public:
   CpuBackend() = default;
   ~CpuBackend() override;

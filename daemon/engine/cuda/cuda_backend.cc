@@ -3,6 +3,8 @@
 // host (bf16 rounding is round-to-nearest-even, as __float2bfloat16_rn).
 #include "engine/cuda/cuda_backend.h"
 
+#include "engine/cpu/cpu_bf16_backend.h"  // the bf16 rounding of host values
+
 #include <cstdlib>
 #include <cstring>
 #include <utility>
@@ -23,28 +25,14 @@ bool cuda_device_available() {
   return count > 0;
 }
 
-Result<std::unique_ptr<Backend>> make_cuda_backend(int ordinal) {
-  auto r = cuda::CudaBackend::create(ordinal);
+Result<std::unique_ptr<Backend>> make_cuda_backend(int ordinal, DType storage) {
+  auto r = cuda::CudaBackend::create(ordinal, storage);
   if (!r) return r.status();
   return std::unique_ptr<Backend>(std::move(r.value()));
 }
 
 namespace cuda {
 namespace {
-
-uint16_t bf16_bits(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40u);  // NaN
-  u += 0x7fffu + ((u >> 16) & 1u);  // round to nearest, ties to even
-  return static_cast<uint16_t>(u >> 16);
-}
-float bf16_value(uint16_t b) {
-  const uint32_t u = static_cast<uint32_t>(b) << 16;
-  float x;
-  std::memcpy(&x, &u, 4);
-  return x;
-}
 
 // Calls f with a value of the C++ type behind a float dtype.
 template <typename F>
@@ -86,7 +74,7 @@ size_t n_of(const Tensor& t) { return static_cast<size_t>(t.numel()); }
 
 }  // namespace
 
-Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int ordinal) {
+Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int ordinal, DType storage) {
   int count = 0;
   const cudaError_t err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess || ordinal < 0 || ordinal >= count) {
@@ -97,6 +85,7 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int ordinal) {
         "); check the NVIDIA driver (nvidia-smi) and the job's GPU allocation, or use --device cpu");
   }
   std::unique_ptr<CudaBackend> be(new CudaBackend());
+  be->storage_ = storage;
   if (const char* mode = std::getenv("PARTRAIN_CUDA_ATTENTION")) {
     const std::string m = mode;
     if (m == "flash") {
@@ -177,7 +166,7 @@ void CudaBackend::to_device(const Tensor& dst, const float* src) {
                       "to_device"));
   } else if (dst.dtype == DType::kBF16) {
     std::vector<uint16_t> tmp(n_of(dst));
-    for (size_t i = 0; i < tmp.size(); ++i) tmp[i] = bf16_bits(src[i]);
+    for (size_t i = 0; i < tmp.size(); ++i) tmp[i] = cpu::to_bf16(src[i]);
     check(cuda_status(cudaMemcpyAsync(dst.data, tmp.data(), dst.bytes(), cudaMemcpyHostToDevice,
                                       ctx_.stream),
                       "to_device"));
@@ -208,7 +197,7 @@ void CudaBackend::to_host(float* dst, const Tensor& src) {
                                       ctx_.stream),
                       "to_host"));
     if (!check(cuda_status(cudaStreamSynchronize(ctx_.stream), "to_host"))) return;
-    for (size_t i = 0; i < tmp.size(); ++i) dst[i] = bf16_value(tmp[i]);
+    for (size_t i = 0; i < tmp.size(); ++i) dst[i] = cpu::from_bf16(tmp[i]);
   } else {
     check(Status::internal("to_host: an i32 tensor takes to_host_i32"));
   }

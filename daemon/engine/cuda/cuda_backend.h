@@ -24,23 +24,25 @@ bool cuda_device_available();
 
 // Declared in engine/backend.h too (under PARTRAIN_HAVE_CUDA); repeated here so users of
 // this library need not define that macro.
-Result<std::unique_ptr<Backend>> make_cuda_backend(int ordinal);
+Result<std::unique_ptr<Backend>> make_cuda_backend(int ordinal, DType storage);
 
 namespace cuda {
 
 class CudaBackend final : public Backend {
  public:
-  static Result<std::unique_ptr<CudaBackend>> create(int ordinal);
+  // `storage`: the dtype of weights and activations, kBF16 (training) or kF32 (equivalence
+  // tests against the CPU backend).
+  static Result<std::unique_ptr<CudaBackend>> create(int ordinal, DType storage = DType::kBF16);
   ~CudaBackend() override;
 
   // The first error any op met (ok when none); also checks for pending device faults.
-  Status status();
+  Status status() override;
   const Context& context() const { return ctx_; }
 
   std::string name() const override { return "cuda:" + std::to_string(ctx_.device); }
-  DType param_dtype() const override { return DType::kBF16; }
+  DType param_dtype() const override { return storage_; }
   DType grad_dtype() const override { return DType::kF32; }
-  DType act_dtype() const override { return DType::kBF16; }
+  DType act_dtype() const override { return storage_; }
 
   void to_device(const Tensor& dst, const float* src) override;
   void to_device_i32(const Tensor& dst, const int32_t* src) override;
@@ -138,6 +140,7 @@ class CudaBackend final : public Backend {
 
   Context ctx_;
   Status error_;
+  DType storage_ = DType::kBF16;
   double* dsum_ = nullptr;  // device accumulator for sum_squares
   Tensor attn_ws_;
   enum class AttentionMode { kAuto, kGemm, kFlash } attention_mode_ = AttentionMode::kAuto;

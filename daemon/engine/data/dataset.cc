@@ -1,5 +1,6 @@
 // TokenDataset over memory-mapped shards, the Feistel sampler, and read_samples.
 #include "engine/data/dataset.h"
+#include "engine/data/mixture.h"
 
 #include <algorithm>
 #include <utility>
@@ -88,6 +89,7 @@ uint64_t feistel(uint64_t x, int bits, uint64_t key) {
 
 Result<std::shared_ptr<TokenDataset>> TokenDataset::open(const DataOptions& options,
                                                           int vocab_size, int seq_len) {
+  if (!options.sources.empty()) return open_mixture(options, vocab_size, seq_len);
   if (options.train_files.empty())
     return Status::invalid(
         "[data] train_files is empty: list at least one token shard (llm.c .bin or raw tokens); "
@@ -147,11 +149,15 @@ uint64_t Sampler::permute(uint64_t epoch, uint64_t position) const {
   return x;
 }
 
+void TokenDataset::read_sample(const Sampler& sampler, uint64_t g, int32_t* inputs,
+                               int32_t* targets) const {
+  read_window(sampler.window_of(g), inputs, targets);
+}
+
 void read_samples(const TokenDataset& dataset, const Sampler& sampler, uint64_t first, int count,
                   int T, int32_t* inputs, int32_t* targets) {
   for (int k = 0; k < count; ++k) {
-    const uint64_t window = sampler.window_of(first + static_cast<uint64_t>(k));
-    dataset.read_window(window, inputs + static_cast<size_t>(k) * T,
+    dataset.read_sample(sampler, first + static_cast<uint64_t>(k), inputs + static_cast<size_t>(k) * T,
                         targets + static_cast<size_t>(k) * T);
   }
 }

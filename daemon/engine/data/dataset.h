@@ -19,11 +19,14 @@
 
 namespace partrain::engine::data {
 
+class Sampler;
+
 class TokenDataset {
  public:
   // Opens and checks every shard: magic/version, size matching the header, every token
   // < vocab_size. Errors name the file, e.g. "data/a.bin: token 70000 at offset 12 is >=
   // vocab_size 50257; check [model] vocab_size or the tokenizer".
+  // With [[data.sources]] the dataset is their mixture (mixture.h).
   static Result<std::shared_ptr<TokenDataset>> open(const DataOptions& options, int vocab_size,
                                                     int seq_len);
   virtual ~TokenDataset() = default;
@@ -33,6 +36,10 @@ class TokenDataset {
   virtual uint64_t num_windows() const = 0;
   // Copies window w: inputs[0..T) and targets[0..T) (= tokens w*(T+1) + 1 ..).
   virtual void read_window(uint64_t window, int32_t* inputs, int32_t* targets) const = 0;
+  // Copies global sample g: window sampler.window_of(g) here; a mixture ([[data.sources]],
+  // mixture.h) picks the source and its window from g itself.
+  virtual void read_sample(const Sampler& sampler, uint64_t g, int32_t* inputs,
+                           int32_t* targets) const;
 };
 
 // Global sample index -> (epoch, window). Epoch e = index / num_windows; within it, a
@@ -50,6 +57,7 @@ class Sampler {
   // The permutation of epoch `epoch` applied to `position` < num_windows.
   uint64_t permute(uint64_t epoch, uint64_t position) const;
   uint64_t num_windows() const { return num_windows_; }
+  uint64_t seed() const { return seed_; }
 
  private:
   uint64_t num_windows_;

@@ -16,5 +16,10 @@ struct ByteSpan {
   size_t size;
 };
 Status write_file_atomic(const std::string& path, const ByteSpan* parts, size_t num_parts);
+// The same for one text.
+inline Status write_file_atomic(const std::string& path, const std::string& text) {
+  const ByteSpan part{text.data(), text.size()};
+  return write_file_atomic(path, &part, 1);
+}
 
 }  // namespace partrain::engine::io

@@ -4,6 +4,7 @@
 #include "engine/io/safetensors.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -79,6 +80,7 @@ class InputFile {
     return Status::ok();
   }
   uint64_t size() const { return size_; }
+  int fd() const { return fd_; }
   // Reads exactly n bytes at `offset` (the caller checked they lie inside the file).
   Status read(uint64_t offset, void* out, size_t n, const std::string& path) const {
     auto* p = static_cast<char*>(out);
@@ -354,19 +356,61 @@ Result<SafetensorsFile> read_safetensors(const std::string& path) {
   return file;
 }
 
-Result<std::vector<float>> to_f32(const SafeTensor& t) {
+Result<std::unique_ptr<MappedSafetensors>> MappedSafetensors::open(const std::string& path) {
+  InputFile in;
+  PARTRAIN_RETURN_IF_ERROR(in.open(path));
+  uint8_t first8[8] = {};
+  if (in.size() >= 8) PARTRAIN_RETURN_IF_ERROR(in.read(0, first8, 8, path));
+  auto header_len = header_length(first8, in.size());
+  if (!header_len) return header_len.status().prefixed(path + ": ");
+  std::unique_ptr<MappedSafetensors> m(new MappedSafetensors());
+  m->path_ = path;
+  m->map_bytes_ = static_cast<size_t>(in.size());
+  m->map_ = ::mmap(nullptr, m->map_bytes_, PROT_READ, MAP_PRIVATE, in.fd(), 0);
+  if (m->map_ == MAP_FAILED) {
+    m->map_ = nullptr;
+    return Status::io_error(fmt::format("{}: mmap failed: {}", path, std::strerror(errno)));
+  }
+  const auto* base = static_cast<const uint8_t*>(m->map_);
+  const std::string_view text(reinterpret_cast<const char*>(base) + 8, *header_len);
+  SafetensorsFile header;
+  std::vector<Entry> entries;
+  const uint64_t data_start = 8 + *header_len;
+  PARTRAIN_RETURN_IF_ERROR(
+      parse_header(text, in.size() - data_start, &header, &entries).prefixed(path + ": "));
+  m->metadata_ = std::move(header.metadata);
+  for (auto& e : entries)
+    m->views_.push_back(TensorView{std::move(e.tensor.name), e.tensor.dtype, std::move(e.tensor.shape),
+                                   base + data_start + e.begin, static_cast<size_t>(e.end - e.begin)});
+  return m;
+}
+
+MappedSafetensors::~MappedSafetensors() {
+  if (map_ != nullptr) ::munmap(map_, map_bytes_);
+}
+
+const TensorView* MappedSafetensors::find(const std::string& name) const {
+  for (const auto& v : views_)
+    if (v.name == name) return &v;
+  return nullptr;
+}
+
+TensorView view_of(const SafeTensor& t) {
+  return TensorView{t.name, t.dtype, t.shape, t.bytes.data(), t.bytes.size()};
+}
+
+Status view_to_f32(const TensorView& t, float* out) {
   const DTypeInfo& di = info_of(t.dtype);
-  const size_t n = t.bytes.size() / di.bytes;
-  std::vector<float> out(n);
+  const size_t n = t.bytes / di.bytes;
   switch (t.dtype) {
     case SafeDType::kF32:
-      if (n > 0) std::memcpy(out.data(), t.bytes.data(), n * 4);
+      if (n > 0) std::memcpy(out, t.data, n * 4);
       break;
     case SafeDType::kBF16:
     case SafeDType::kF16:
       for (size_t i = 0; i < n; ++i) {
         uint16_t h;
-        std::memcpy(&h, t.bytes.data() + 2 * i, 2);
+        std::memcpy(&h, t.data + 2 * i, 2);
         out[i] = t.dtype == SafeDType::kBF16 ? std::bit_cast<float>(static_cast<uint32_t>(h) << 16)
                                              : half_to_float(h);
       }
@@ -376,6 +420,12 @@ Result<std::vector<float>> to_f32(const SafeTensor& t) {
           "tensor '{}' is {}, not floating point; weights must be F32, BF16 or F16", t.name,
           di.name));
   }
+  return Status::ok();
+}
+
+Result<std::vector<float>> to_f32(const SafeTensor& t) {
+  std::vector<float> out(t.bytes.size() / info_of(t.dtype).bytes);
+  PARTRAIN_RETURN_IF_ERROR(view_to_f32(view_of(t), out.data()));
   return out;
 }
 

@@ -367,6 +367,7 @@ void Model::swap_slot(ActSlot& s) {
   std::swap(loss_count_, s.loss_count);
   std::swap(aux_loss_, s.aux_loss);
   std::swap(wgrad_dout_, s.wgrad_dout);
+  std::swap(wgrad_inp_, s.wgrad_inp);
   std::swap(tok_local_, s.tok_local);
   std::swap(tok_mask_, s.tok_mask);
   std::swap(host_i_, s.host_targets);

@@ -338,6 +338,7 @@ class Model {
   int slot_ = -1;
   BackwardPart part_ = BackwardPart::kAll;
   std::vector<Tensor> wgrad_dout_;
+  std::vector<Tensor> wgrad_inp_;  // empty unless GEMM inputs live in shared buffers (recompute, tp)
   std::vector<DeferredGrad> deferred_;
 
   // Current micro-batch.

@@ -76,6 +76,7 @@ struct ActSlot {
   Tensor tok_local, tok_mask;          // tensor parallel: the vocabulary-parallel lookup
   std::vector<int32_t> host_targets;   // tensor parallel: the targets the loss reads
   std::vector<Tensor> wgrad_dout;      // split backward: one kept dout per GEMM site
+  std::vector<Tensor> wgrad_inp;       // ... and its input, where that lives in shared buffers
   std::vector<DeferredGrad> deferred;  // what backward-input left for backward-weight
 };
 

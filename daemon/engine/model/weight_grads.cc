@@ -3,6 +3,13 @@
 // each GEMM's output gradient; backward-weight then computes the GEMMs' weight and bias
 // gradients from those and the GEMM inputs still held in the slot. The sum is exactly the
 // whole backward's arithmetic, in two parts.
+//
+// A GEMM input that lives in a buffer the slots share is kept too: under recompute the
+// block's activations are rebuilt into shared buffers, and under tensor parallelism the
+// column-parallel GEMMs read the gathered sequence (a shared region buffer); another
+// micro-batch's backward-input may overwrite both before this one's backward-weight. MoE
+// experts compute their weight gradients in backward-input (their rows are routed per
+// micro-batch), so only the dense GEMMs are split.
 #include <fmt/format.h>
 
 #include "engine/model/model.h"
@@ -20,7 +27,12 @@ void Model::linear_backward(int site, const Tensor& dinp, int w, int b, Shape ws
   // dout lives in shared scratch (or is dres itself, which backward keeps changing): keep it.
   const Tensor kept = wgrad_dout_[static_cast<size_t>(site)].slice(0, dout.shape);
   be_->copy(kept, dout);
-  deferred_.push_back(DeferredGrad{w, b, wshape, bshape, kept, inp, N, C, OC});
+  Tensor kept_inp = inp;
+  if (!wgrad_inp_.empty()) {
+    kept_inp = wgrad_inp_[static_cast<size_t>(site)].slice(0, inp.shape);
+    be_->copy(kept_inp, inp);
+  }
+  deferred_.push_back(DeferredGrad{w, b, wshape, bshape, kept, kept_inp, N, C, OC});
 }
 
 void Model::backward_weight(int slot) {
@@ -33,15 +45,6 @@ void Model::backward_weight(int slot) {
 }
 
 Status Model::check_split_backward() const {
-  if (o_.recompute != Recompute::kNone) {
-    return Status::invalid("a split backward (ZB-H1) keeps every block's activations until the weight "
-                           "gradient; set [model] recompute = \"none\" or use another schedule");
-  }
-  if (o_.moe_experts > 0) {
-    return Status::invalid("a split backward (ZB-H1) is not implemented for mixture-of-experts "
-                           "blocks; use sched=1f1b");
-  }
-  if (tp_.size > 1) return Status::invalid("a split backward (ZB-H1) runs without tensor parallelism");
   if (shard_.stage >= 2) {
     return Status::invalid(fmt::format(
         "a split backward (ZB-H1) finishes a block's weight gradient after the rest of its backward, but zero{} "
@@ -56,17 +59,24 @@ Status Model::check_split_backward() const {
 // the last stage the head [N, V].
 Status Model::allocate_weight_grad_inputs() {
   const int64_t N = static_cast<int64_t>(max_batch_) * T_, C = o_.hidden;
-  wgrad_dout_.assign(static_cast<size_t>(4 * (hi_ - lo_) + 1), Tensor{});
-  auto get = [&](int s, int64_t cols) {
-    return alloc_to(MemCategory::kActivations, be_->act_dtype(), {N, cols}, &wgrad_dout_[static_cast<size_t>(s)]);
+  const size_t sites = static_cast<size_t>(4 * (hi_ - lo_) + 1);
+  wgrad_dout_.assign(sites, Tensor{});
+  const bool keep_inputs = o_.recompute != Recompute::kNone || tp_.size > 1;
+  wgrad_inp_.assign(keep_inputs ? sites : 0, Tensor{});
+  // Site s keeps a [N, out] output gradient and, where needed, its [N, in] input.
+  auto get = [&](int s, int64_t out, int64_t in) -> Status {
+    const size_t k = static_cast<size_t>(s);
+    PARTRAIN_RETURN_IF_ERROR(alloc_to(MemCategory::kActivations, be_->act_dtype(), {N, out}, &wgrad_dout_[k]));
+    if (keep_inputs) PARTRAIN_RETURN_IF_ERROR(alloc_to(MemCategory::kActivations, be_->act_dtype(), {N, in}, &wgrad_inp_[k]));
+    return Status::ok();
   };
   for (int l = lo_; l < hi_; ++l) {
-    PARTRAIN_RETURN_IF_ERROR(get(site(l, 0), C));
-    PARTRAIN_RETURN_IF_ERROR(get(site(l, 1), lfc_));
-    PARTRAIN_RETURN_IF_ERROR(get(site(l, 2), C));
-    PARTRAIN_RETURN_IF_ERROR(get(site(l, 3), lqkv_));
+    PARTRAIN_RETURN_IF_ERROR(get(site(l, 0), C, lf_));     // MLP projection: act -> residual
+    PARTRAIN_RETURN_IF_ERROR(get(site(l, 1), lfc_, C));    // MLP first GEMM: norm -> fc
+    PARTRAIN_RETURN_IF_ERROR(get(site(l, 2), C, lq_));     // attention projection: att -> residual
+    PARTRAIN_RETURN_IF_ERROR(get(site(l, 3), lqkv_, C));   // q/k/v: norm -> qkv
   }
-  if (last_stage()) PARTRAIN_RETURN_IF_ERROR(get(site(hi_, 0), lv_));
+  if (last_stage()) PARTRAIN_RETURN_IF_ERROR(get(site(hi_, 0), lv_, C));
   deferred_.clear();
   return Status::ok();
 }

@@ -55,7 +55,7 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const RunOptions& options) {
   }
   t->sampler_ = std::make_unique<data::Sampler>(t->data_->num_windows(), tr.seed);
   // The device, the model parts (initialised from the seed, or loaded), their optimizers.
-  Result<std::unique_ptr<Backend>> be = make_backend(options.device);
+  Result<std::unique_ptr<Backend>> be = make_backend(options.device, options.precision);
   if (!be) return be.status();
   t->backend_ = std::move(be).value();
   PARTRAIN_RETURN_IF_ERROR(t->create_parts());
@@ -163,6 +163,15 @@ Status SequentialMicroBatches::run(Trainer& t, StepMetrics* m, double* loss, dou
   return hooks != nullptr ? hooks->part_grads_ready(0) : Status::ok();
 }
 
+// A device fault (a failed CUDA or cuBLAS call, a kernel that faulted) stops the run at the
+// step it happened in: retryable, as a lost node is (the job requeues and resumes from its
+// last checkpoint), naming the call.
+Status Trainer::device_status() {
+  Status s = backend_->status();
+  if (s) return s;
+  return Status::unavailable(fmt::format("device {} failed at step {}: {}", backend_->name(), step_ + 1, s.message()));
+}
+
 // The clipping norm: this rank's squares of every part, summed over the groups that split
 // the model (grad_norm.h).
 Result<float> Trainer::clip_norm() {
@@ -192,6 +201,7 @@ Result<StepMetrics> Trainer::step() {
   double loss = 0.0, aux = 0.0;
   MicroBatchRunner& runner = runner_ != nullptr ? *runner_ : *sequential_;
   PARTRAIN_RETURN_IF_ERROR(runner.run(*this, &m, &loss, &aux));
+  PARTRAIN_RETURN_IF_ERROR(device_status());  // before any rank syncs what a faulty device made
   loss /= accum_;
   // MoE: this rank's routing counts (each part counts its own blocks) and mean aux loss.
   if (o_.model.moe_experts > 0) {
@@ -229,6 +239,7 @@ Result<StepMetrics> Trainer::step() {
     backend_->synchronize();
   }
   m.opt_ms = ms_since(t_opt);
+  PARTRAIN_RETURN_IF_ERROR(device_status());
   ++step_;
   tokens_ += static_cast<int64_t>(tr.global_batch) * o_.model.seq_len;
   m.step = step_;

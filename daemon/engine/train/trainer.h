@@ -40,6 +40,7 @@ struct RunOptions {
   std::string name = "run";    // job name, for the log
   std::string run_dir;         // metrics.jsonl is written here; "" = no metrics file
   std::string device = "cpu";  // cpu | cuda | cuda:N
+  std::string precision;       // fp32 | bf16 | "" (the device's default); see make_backend
   std::string init_path;       // start from these weights (Hugging Face safetensors)
   std::string save_path;       // write the final weights here (Hugging Face safetensors)
   bool progress_bar = false;   // redraw a bar under the step lines (stdout is a TTY)
@@ -131,6 +132,7 @@ class Trainer {
   Trainer() = default;
   Status create_parts();
   Result<float> clip_norm();
+  Status device_status();
   void account(StepMetrics* m) const;
   void print_step(const StepMetrics& m) const;
 
