@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "plugin/context_loader.h"
 #include "plugin/data_loader.h"
 #include "plugin/expert_loader.h"
 #include "plugin/schedule_loader.h"
@@ -47,7 +48,10 @@ Result<std::vector<ListEntry>> list_plugins(const std::string& dir) {
     Result<std::unique_ptr<DataPlugin>> p = DataPlugin::open(entry.path);
     entry.status = p ? Status::ok() : p.status();
     if (p) entry.info = (*p)->info();
-    if (!p) (void)(describe<SchedulePlugin>(&entry) || describe<TensorPlugin>(&entry) || describe<ExpertPlugin>(&entry));
+    if (!p) {
+      (void)(describe<SchedulePlugin>(&entry) || describe<TensorPlugin>(&entry) || describe<ExpertPlugin>(&entry) ||
+             describe<ContextPlugin>(&entry));
+    }
     out.push_back(std::move(entry));
   }
   std::sort(out.begin(), out.end(), [](const ListEntry& a, const ListEntry& b) { return a.path < b.path; });

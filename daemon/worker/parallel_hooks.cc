@@ -72,6 +72,7 @@ Status ParallelHooks::sum_over_tp(const engine::Tensor& grad, const engine::mode
 
 Status ParallelHooks::sync_grads(train::StepMetrics* m) {
   if (a_.tensor != nullptr) PARTRAIN_RETURN_IF_ERROR(a_.tensor->status());
+  if (a_.context != nullptr) PARTRAIN_RETURN_IF_ERROR(a_.context->status());
   if (a_.data == nullptr) {  // no data plugin to hand the gradients to: the tp sums here
     for (train::ModelPart& p : trainer_.parts()) {
       for (const engine::model::ParamSpec& spec : p.model->table().specs()) {
@@ -90,7 +91,7 @@ Status ParallelHooks::sync_grads(train::StepMetrics* m) {
   } else if (a_.expert != nullptr) {
     PARTRAIN_RETURN_IF_ERROR(a_.expert->status());
     for (train::ModelPart& p : trainer_.parts()) {
-      PARTRAIN_RETURN_IF_ERROR(reduce_expert_grads(*a_.expert, *p.model, 1.0f / static_cast<float>(a_.dp)));
+      PARTRAIN_RETURN_IF_ERROR(reduce_expert_grads(*a_.expert, *p.model, 1.0f / static_cast<float>(a_.dp * a_.cp)));
     }
   }
   PARTRAIN_RETURN_IF_ERROR(sum_tied_embeddings());
@@ -229,6 +230,11 @@ Status ParallelHooks::after_step(train::StepMetrics* m) {
     partrain_expert_stats_v1_t es{};
     PARTRAIN_RETURN_IF_ERROR(a_.expert->step_end(&es));
     m->add_comm(train::CommAxis::kEp, es.comm_ms, es.comm_ms, static_cast<int>(es.collectives));
+  }
+  if (a_.context != nullptr) {  // the K/V transfers: the ring's overlap the host's attention
+    partrain_context_stats_v1_t cs{};
+    PARTRAIN_RETURN_IF_ERROR(a_.context->step_end(&cs));
+    m->add_comm(train::CommAxis::kCp, cs.comm_ms, cs.exposed_ms, static_cast<int>(cs.collectives));
   }
   if (a_.tensor != nullptr) {  // the regions' collectives: all exposed (each is waited for)
     partrain_tensor_stats_v1_t ts{};

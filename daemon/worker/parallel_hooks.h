@@ -7,14 +7,16 @@
 //                       0/1; ZeRO-2/3 models hand their segments over themselves), so a full
 //                       bucket is all-reduced while the blocks below are still in backward
 //   sync_grads          the data plugin finishes (dp: averaged over the dp group, which links
-//                       one tp coordinate of one stage); the experts' gradients summed over
-//                       the expert-dp group and scaled 1/dp (each already holds every ep
-//                       rank's tokens; under ZeRO the experts' own plugin instance did it,
-//                       zero_comm.h); GPT-2's tied wte summed between the first and last
-//                       stage; the MoE routing summed over pp and dp
+//                       one tp coordinate of one stage; under cp the dp x cp group); the
+//                       experts' gradients summed over the expert-dp group and scaled
+//                       1/(dp cp) (each already holds every ep rank's tokens; under ZeRO the
+//                       experts' own plugin instance did it, zero_comm.h); GPT-2's tied wte
+//                       summed between the first and last stage; the MoE routing summed over
+//                       tp, pp and dp (x cp: each tp and cp rank counts its own rows)
 //   reduce_loss         the stop flag agreed over tp (max); loss and flag summed over pp (the
 //                       last stage has the cross-entropy, every stage its aux losses); the
-//                       loss averaged over dp
+//                       loss averaged over dp (summed over cp first: each cp rank holds its
+//                       share of the mean)
 //   reduce_norm         experts' squares over ep (ZeRO: the dp sum covers their expert-dp
 //                       shards), the shards' over dp (ZeRO), the pieces' over
 //                       tp, the stages' over pp (grad_norm.h says who counts what)
@@ -25,7 +27,9 @@
 // ZeroComm), or in sync_grads without one; the routing counts are summed over tp too.
 //
 // Batch weighting: each rank scales its micro-batches 1/m (m = grad_accum), the dp average
-// makes it 1/(m dp) = b/G per micro-batch, the one-rank weighting.
+// makes it 1/(m dp) = b/G per micro-batch, the one-rank weighting. Under cp each rank's
+// gradient is cp times its share of the micro-batch (engine/model/context_parallel.h), so
+// the average over dp x cp is the same.
 #pragma once
 
 #include <cstdint>
@@ -35,6 +39,7 @@
 #include "common/status.h"
 #include "engine/train/step_hooks.h"
 #include "engine/train/trainer.h"
+#include "worker/context_plugin_comm.h"
 #include "worker/data_plugin_comm.h"
 #include "worker/device_comm.h"
 #include "worker/expert_plugin_comm.h"
@@ -50,10 +55,12 @@ struct ParallelAxes {
   std::vector<ZeroComm*> zero;         // ZeRO stage >= 1: each model part's ShardComm
   TensorPluginComm* tensor = nullptr;  // tp > 1
   ExpertPluginComm* expert = nullptr;  // ep > 1
+  ContextPluginComm* context = nullptr;  // cp > 1
   comm::Communicator* tp = nullptr;    // tp > 1: the tp group (the stop flag)
   comm::Communicator* pp = nullptr;    // pp > 1: losses, norm, routing, the tied embedding
-  HostReducer* dp_values = nullptr;    // dp > 1: small host arrays over the dp group
+  HostReducer* dp_values = nullptr;    // dp x cp > 1: small host arrays over the data group
   int dp = 1;
+  int cp = 1;
 };
 
 class ParallelHooks final : public engine::train::StepHooks {

@@ -1,4 +1,5 @@
-// One transformer block, pre-norm:
+// One transformer block, pre-norm (under context parallelism every step but the attention
+// core is per token on this rank's rows; the core runs over the cp group):
 //   res2 = in + dropout(o_proj(attention(rope(qkv(norm1(in))))))
 //   out  = res2 + dropout(mlp(norm2(res2)))
 // mlp is GELU (gpt2), SwiGLU (llama) or a mixture of experts of either (moe.cc).
@@ -16,16 +17,17 @@
 namespace partrain::engine::model {
 
 void Model::attention_core_forward(BlockActs& a) {
+  if (cp_.size > 1) return cp_attention_forward(a);  // over the cp group (context_attention.cc)
   const int hd = o_.hidden / o_.heads;
   const Tensor qkv = act(a.qkv);
-  const AttentionDims d{B_, o_.seq_len, lh_, lkv_, hd, lqkv_, lqkv_};
+  const AttentionDims d{B_, T_, lh_, lkv_, hd, lqkv_, lqkv_};
   be_->attention_forward(act(a.att), act(a.lse), qkv, qkv.slice(static_cast<int64_t>(lh_) * hd, qkv.shape),
                          qkv.slice(static_cast<int64_t>(lh_ + lkv_) * hd, qkv.shape), d);
 }
 
 void Model::block_forward(int l, const Tensor& in, const Tensor& out, BlockActs& a) {
   const BlockParams& p = bp_[static_cast<size_t>(l)];
-  const int T = o_.seq_len, C = o_.hidden, hd = C / o_.heads, QKV = lqkv_, Q = lq_;
+  const int T = T_, C = o_.hidden, hd = C / o_.heads, QKV = lqkv_, Q = lq_;
   // Attention: norm, fused q/k/v projection, RoPE on q and k (llama), causal attention.
   const Tensor ln1 = ract(a.ln1), qkv = act(a.qkv), att = act(a.att);
   norm_forward(ln1, a.ln1_mean, a.ln1_rstd, in, p.ln1_w, p.ln1_b);
@@ -33,8 +35,8 @@ void Model::block_forward(int l, const Tensor& in, const Tensor& out, BlockActs&
   be_->matmul_forward(qkv, x, pspan(p.qkv_w, {QKV, C}), pspan(p.qkv_b, {QKV}), N_, C, QKV);
   if (o_.arch == Arch::kLlama) {
     const Tensor q = qkv.slice(0, qkv.shape), k = qkv.slice(static_cast<int64_t>(lh_) * hd, qkv.shape);
-    be_->rope_forward(q, q, B_, T, lh_, hd, QKV, o_.rope_theta);
-    be_->rope_forward(k, k, B_, T, lkv_, hd, QKV, o_.rope_theta);
+    be_->rope_forward(q, q, B_, T, lh_, hd, QKV, o_.rope_theta, chunk_pos_);  // at global positions
+    be_->rope_forward(k, k, B_, T, lkv_, hd, QKV, o_.rope_theta, chunk_pos_);
   }
   attention_core_forward(a);
   // Output projection (a partial sum under tp), leaving the region, dropout, residual.
@@ -104,7 +106,7 @@ void Model::mlp_backward(int l, BlockActs& a, const Tensor& x, const Tensor& dou
 
 void Model::block_backward(int l, const Tensor& in, const Tensor& dres, BlockActs& a) {
   const BlockParams& p = bp_[static_cast<size_t>(l)];
-  const int T = o_.seq_len, C = o_.hidden, H = lh_, KV = lkv_, hd = C / o_.heads;
+  const int T = T_, C = o_.hidden, H = lh_, KV = lkv_, hd = C / o_.heads;
   const int QKV = lqkv_, Q = lq_;
   const Tensor dx = act(dln_), drows = ract(drows_), dfull = act(dfull_);
   // Feed-forward branch: dres is d loss / d out; the residual passes it to res2 unchanged
@@ -128,14 +130,18 @@ void Model::block_backward(int l, const Tensor& in, const Tensor& dres, BlockAct
   linear_backward(site(l, 2), datt, p.o_w, p.o_b, {C, Q}, {C}, dbranch, act(a.att), N_, Q, C);
   be_->zero(dqkv);
   const int64_t koff = static_cast<int64_t>(H) * hd, voff = static_cast<int64_t>(H + KV) * hd;
-  const AttentionDims d{B_, T, H, KV, hd, QKV, QKV};
-  be_->attention_backward(dqkv, dqkv.slice(koff, dqkv.shape), dqkv.slice(voff, dqkv.shape), datt,
-                          act(a.att), act(a.lse), qkv, qkv.slice(koff, qkv.shape),
-                          qkv.slice(voff, qkv.shape), d);
+  if (cp_.size > 1) {
+    cp_attention_backward(a, dqkv, datt);
+  } else {
+    const AttentionDims d{B_, T, H, KV, hd, QKV, QKV};
+    be_->attention_backward(dqkv, dqkv.slice(koff, dqkv.shape), dqkv.slice(voff, dqkv.shape), datt,
+                            act(a.att), act(a.lse), qkv, qkv.slice(koff, qkv.shape),
+                            qkv.slice(voff, qkv.shape), d);
+  }
   if (o_.arch == Arch::kLlama) {
     const Tensor dk = dqkv.slice(koff, dqkv.shape);
-    be_->rope_backward(dqkv, dqkv, B_, T, H, hd, QKV, o_.rope_theta);
-    be_->rope_backward(dk, dk, B_, T, KV, hd, QKV, o_.rope_theta);
+    be_->rope_backward(dqkv, dqkv, B_, T, H, hd, QKV, o_.rope_theta, chunk_pos_);
+    be_->rope_backward(dk, dk, B_, T, KV, hd, QKV, o_.rope_theta, chunk_pos_);
   }
   be_->zero(dx);
   linear_backward(site(l, 3), dx, p.qkv_w, p.qkv_b, {QKV, C}, {QKV}, dqkv,

@@ -21,6 +21,11 @@
 // through the ExpertComm set before the first forward. Under tp as well, the experts are
 // whole on every tp rank and each tp rank routes its own 1/tp of the tokens (moe_tp.cc).
 //
+// Context parallel (context_parallel.h): a model created with ContextOptions{rank, size}
+// holds two chunks of every sequence (T / size rows each), is given whole sequences in its
+// micro-batches and picks its rows itself, and runs attention over the cp group through
+// the ContextComm set before the first forward.
+//
 // Pipeline stages (stage.h): a model created with StageOptions holds one stage's blocks and
 // the activations of `slots` micro-batches; forward(batch, slot) / backward(slot, ...) run
 // one micro-batch through the stage, taking its input from stage_input(slot) (unless it is
@@ -36,6 +41,7 @@
 
 #include "common/status.h"
 #include "engine/backend.h"
+#include "engine/model/context_parallel.h"
 #include "engine/model/expert_parallel.h"
 #include "engine/model/params.h"
 #include "engine/model/sharding.h"
@@ -45,7 +51,8 @@
 
 namespace partrain::engine::model {
 
-// One micro-batch, host side: inputs/targets [B, T] token ids.
+// One micro-batch, host side: inputs/targets [B, T] token ids (whole sequences, also under
+// context parallelism).
 struct MicroBatch {
   const int32_t* inputs = nullptr;
   const int32_t* targets = nullptr;
@@ -81,7 +88,8 @@ class Model {
                                                const ShardOptions& shard = {},
                                                const TensorOptions& tp = {},
                                                const ExpertOptions& ep = {},
-                                               const StageOptions& stage = {});
+                                               const StageOptions& stage = {},
+                                               const ContextOptions& cp = {});
   ~Model();
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
@@ -104,11 +112,11 @@ class Model {
   // the input gradient (and the norms' and embeddings' gradients), the GEMMs' weight and
   // bias gradients of that micro-batch, from the output gradients it kept.
   void backward_weight(int slot);
-  // [max_batch * seq_len, C]: where a non-first stage's input goes before forward(slot),
+  // [max_batch * T, C] (T = seq_len / cp): where a non-first stage's input goes before forward(slot),
   // and a non-last stage's output after it (kept until the slot's next forward).
   Tensor stage_input(int slot);
   Tensor stage_output(int slot);
-  // After backward on a non-first stage: d loss / d input ([max_batch * seq_len, C]), valid
+  // After backward on a non-first stage: d loss / d input ([max_batch * T, C]), valid
   // until the next backward.
   Tensor input_grad() const;
   const StageOptions& stage() const { return stage_; }
@@ -142,6 +150,13 @@ class Model {
   void set_expert_comm(ExpertComm* comm) { ep_comm_ = comm; }
   ExpertComm* expert_comm() const { return ep_comm_; }
   const ExpertOptions& expert() const { return ep_; }
+  // Context parallel: the cp group's K/V exchange; not owned, set before the first forward
+  // when context().size > 1 (allocates the scratch blocks it asks for).
+  Status set_context_comm(ContextComm* comm);
+  ContextComm* context_comm() const { return cp_comm_; }
+  const ContextOptions& context() const { return cp_; }
+  // Rows this rank holds of each sequence: seq_len / cp.
+  int local_seq_len() const { return T_; }
   // MoE routing counts of this rank's forwards since the last reset (the trainer resets
   // them every step); empty tokens for a dense model.
   const MoeStats& moe_stats() const { return moe_stats_; }
@@ -234,11 +249,28 @@ class Model {
   void block_forward(int l, const Tensor& in, const Tensor& out, BlockActs& a);
   void block_backward(int l, const Tensor& in, const Tensor& dres, BlockActs& a);
   void attention_core_forward(BlockActs& a);
+  // Context parallel (context_attention.cc): the attention core over the cp group, its
+  // backward into dqkv; this rank's rows of a micro-batch (host copies); the learned
+  // positions' rows and gradient at the global positions; every run of rows [row0, row0 +
+  // rows) whose logical positions are consecutive, as f(row, count, logical row).
+  Status cp_allocate(int64_t N);
+  void cp_attention_forward(BlockActs& a);
+  void cp_attention_backward(BlockActs& a, const Tensor& dqkv, const Tensor& datt);
+  MicroBatch local_rows(const MicroBatch& batch);
+  void positions_forward(const Tensor& x0);
+  void positions_backward(const Tensor& dx);
+  void for_each_logical_run(int row0, int rows, const std::function<void(int, int, uint64_t)>& f) const;
   // x: the MLP's [N, C] input; out: its (partial, under tp) [N, C] output.
   void mlp_forward(int l, BlockActs& a, const Tensor& x, const Tensor& out);
   void mlp_backward(int l, BlockActs& a, const Tensor& x, const Tensor& dout, const Tensor& dx);
   // MoE feed-forward (moe.cc).
   Status moe_allocate(int l, MoeState& s);
+  // The routing of the micro-batch (all cp ranks' rows under cp, gathered over tp first
+  // under tp) from this rank's router logits [N, E] (N_, or N_/tp under tp): this rank's
+  // choices, slots, counts; the aux loss and routing statistics. moe_admit gives choice cj
+  // of row n a packed slot, or drops it.
+  void moe_route(int l, MoeState& s, const Tensor& logits);
+  static void moe_admit(MoeState& s, size_t cj, int n, bool kept);
   void moe_forward(int l, MoeState& s, const Tensor& x, const Tensor& out);
   void moe_backward(int l, MoeState& s, const Tensor& x, const Tensor& dout, const Tensor& dx);
   void moe_experts_backward(int l, MoeState& s, const Tensor& dout, const Tensor& dx);
@@ -263,7 +295,6 @@ class Model {
   // Dropout at (layer, site) in place; dropout_grad returns dL/d(input) (dout itself when
   // dropout is off, else a scratch buffer).
   uint64_t dropout_key(int layer, int site) const;
-  uint64_t dropout_offset() const;
   void dropout(const Tensor& t, int layer, int site);
   Tensor dropout_grad(const Tensor& dout, int layer, int site);
 
@@ -303,6 +334,16 @@ class Model {
   Tensor moe_rows_;                            // [N/size, C]: a MoE block's rows without sp
   std::vector<float> host_f_;
   std::vector<int32_t> host_i_;
+  // Context parallel: options, the group's exchange, this rank's rows per sequence and
+  // their positions, the packed K/V block and its gradient [N, 2 KV hd], the exchange's
+  // scratch, the position of every row (learned positions), host copies of this rank's
+  // tokens and targets.
+  ContextOptions cp_;
+  ContextComm* cp_comm_ = nullptr;
+  int T_ = 0;
+  SeqPositions chunk_pos_;
+  Tensor kv_, dkv_, cp_scratch_, cp_pos_;
+  std::vector<int32_t> cp_inputs_, cp_targets_;
   // Expert parallel.
   ExpertOptions ep_;
   ExpertComm* ep_comm_ = nullptr;

@@ -47,7 +47,14 @@ struct MoeState {
   std::vector<float> host_gate, host_buf, host_dgate;
   std::vector<double> chosen, mean_p, dp;  // per expert: choices and summed probabilities
                                            // of the micro-batch (after the tp exchange)
-  std::vector<int> order;
+  std::vector<int> order, admitted;
+  std::vector<float> row_probs;      // another cp or tp rank's token's probabilities (scratch)
+  // Context parallel: every cp rank's router logits ([cp N, E], device and host; under tp
+  // first this cp rank's N rows gathered over tp) and, per routed token of the micro-batch,
+  // this rank's row of it or -1.
+  Tensor gathered, tp_logits;
+  std::vector<float> host_gathered;
+  std::vector<int> mine;
   // Expert parallel (expert_parallel.h): xin, h, act and y hold the received rows of the
   // local experts (receive order); the kept rows of this rank packed by expert for sending.
   DispatchPlan plan;

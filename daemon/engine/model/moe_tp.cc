@@ -35,7 +35,7 @@ Status Model::moe_tp_allocate() {
   if (tp_.size == 1 || tp_.sp || o_.moe_experts == 0) return Status::ok();
   // Without sp: this rank's rows of a MoE block's output (and of its input gradient) before
   // they are all-gathered.
-  const int64_t rows = static_cast<int64_t>(max_batch_) * o_.seq_len / tp_.size;
+  const int64_t rows = static_cast<int64_t>(max_batch_) * T_ / tp_.size;
   return alloc_to(MemCategory::kWorkspace, be_->act_dtype(), {rows, o_.hidden}, &moe_rows_);
 }
 

@@ -80,7 +80,7 @@ Status Trainer::create_parts() {
     part.views = model::PartViews(model::build_stage_table(o_.model, o_.tp, o_.ep, stage), o_.ep.size > 1);
     Result<std::unique_ptr<model::Model>> m =
         model::Model::create(o_.model, backend_.get(), o_.train.micro_batch, o_.train.seed,
-                             shard_of_part(o_.shard, part.views, view_offset), o_.tp, o_.ep, stage);
+                             shard_of_part(o_.shard, part.views, view_offset), o_.tp, o_.ep, stage, o_.cp);
     if (!m) return m.status();
     part.model = std::move(m).value();
     for (int v = 0; v < model::kNumViews; ++v) {
@@ -229,6 +229,7 @@ Result<StepMetrics> Trainer::step() {
   m.tp = o_.tp.size;
   m.pp = o_.pp;
   m.ep = o_.ep.size;
+  m.cp = o_.cp.size;
   // The layout's collectives make the gradients, loss, routing and stop flag the global
   // batch's and the group's.
   stop_ = o_.stop != nullptr && o_.stop->load();

@@ -58,6 +58,9 @@ struct RunOptions {
   model::TensorOptions tp;
   // Expert parallel: this rank's coordinate and the ep group (the worker sets the comm).
   model::ExpertOptions ep;
+  // Context parallel: this rank's coordinate on the cp axis (the worker sets the comm). Its
+  // micro-batches are the dp rank's whole sequences; the model picks its chunks of them.
+  model::ContextOptions cp;
   // Pipeline parallel: the stages (chunks) this rank holds, one model part each, in chunk
   // order; empty = the whole model as one part. pp is the stage count, for the metrics.
   std::vector<model::StageOptions> stages;
