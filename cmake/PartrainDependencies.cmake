@@ -10,6 +10,9 @@ find_package(tomlplusplus REQUIRED)
 find_package(CLI11 REQUIRED)
 find_package(fmt REQUIRED)
 find_package(spdlog REQUIRED)
+# nlohmann-json: the JSON parser of every safetensors header, trace and metrics file
+# (header only; engine/io/json.cc wraps it).
+find_package(nlohmann_json 3.10 REQUIRED)
 # RocksDB (only the coordinator's state store links it).
 find_package(RocksDB CONFIG QUIET)
 if(NOT RocksDB_FOUND)

@@ -92,12 +92,14 @@ struct ResolvedJob {
   Placement place;
   planner::RunAccounting acct;             // MFU: the model's FLOPs per token, one rank's peak
   std::vector<std::string> gpus;           // each local worker's CUDA_VISIBLE_DEVICES; "" = the agent's
+  std::chrono::milliseconds progress_timeout{600000};  // the site config's [agent] progress_timeout
 };
 
-Result<config::JobConfig> load_job(const AgentOptions& o) {
+Result<config::JobConfig> load_job(const AgentOptions& o, config::SiteConfig* site_out) {
   Result<config::SiteConfig> site = config::load_site_config(o.site_config);
   if (!site) return site.status();
   config::apply_log_level(*site);
+  *site_out = *site;
   config::Overrides ov;
   if (!o.spec.empty()) ov.spec = o.spec;
   if (o.steps > 0) ov.steps = o.steps;
@@ -135,7 +137,8 @@ Result<std::vector<std::string>> bind_gpus(const config::JobConfig& job, int loc
 }
 
 Result<ResolvedJob> resolve(const AgentOptions& o) {
-  Result<config::JobConfig> job = load_job(o);
+  config::SiteConfig site;
+  Result<config::JobConfig> job = load_job(o, &site);
   if (!job) return job.status();
   Result<Placement> place = placement_from(o, environment());
   if (!place) return config_error(place.status());
@@ -146,7 +149,8 @@ Result<ResolvedJob> resolve(const AgentOptions& o) {
   if (!acct) return config_error(acct.status());
   Result<std::vector<std::string>> gpus = bind_gpus(*job, static_cast<int>(place->node_ranks.size()));
   if (!gpus) return gpus.status();
-  return ResolvedJob{std::move(job).value(), std::move(place).value(), *acct, std::move(gpus).value()};
+  return ResolvedJob{std::move(job).value(), std::move(place).value(), *acct, std::move(gpus).value(),
+                     std::chrono::seconds(site.progress_timeout)};
 }
 
 // ---- 2. The secret, and the rendezvous store on the coordinator node.
@@ -240,6 +244,7 @@ std::vector<WorkerSpec> worker_specs(const AgentOptions& o, const ResolvedJob& r
     if (o.steps > 0) w.env.emplace_back("PARTRAIN_STEPS", std::to_string(o.steps));
     if (!o.device.empty()) w.env.emplace_back("PARTRAIN_DEVICE", o.device);
     if (!o.trace.empty()) w.env.emplace_back("PARTRAIN_TRACE", o.trace);
+    if (!o.init.empty()) w.env.emplace_back("PARTRAIN_INIT", o.init);
     w.env.emplace_back("PARTRAIN_MODEL_FLOPS_PER_TOKEN", fmt::format("{}", rj.acct.model_flops_per_token));
     w.env.emplace_back("PARTRAIN_PEAK_FLOPS_PER_RANK", fmt::format("{}", rj.acct.peak_flops_per_rank));
     specs.push_back(std::move(w));
@@ -290,7 +295,8 @@ Result<GroupEnd> run_worker_groups(const AgentOptions& o, const ResolvedJob& rj,
                                    .num_nodes = rj.place.num_nodes,
                                    .restarts = restarts,
                                    .max_restarts = max_restarts,
-                                   .stop_grace = o.stop_grace};
+                                   .stop_grace = o.stop_grace,
+                                   .progress_timeout = rj.progress_timeout};
     Result<GroupEnd> end = supervise(group, context);
     if (*committer) (*committer)->stop();
     if (!end || *end != GroupEnd::kRestart) return end;

@@ -23,6 +23,10 @@ struct AgentOptions {
   int64_t steps = 0;           // overrides [training] steps when > 0. Default: 0
   std::string device;          // overrides [job] device ("cpu", "cuda") when set. Default: ""
   std::string trace;           // steps every worker traces (e.g. "5-7"); "" = none. Default: ""
+  // Hugging Face weights (a .safetensors file or a model folder) a fresh run starts from;
+  // each rank reads only its slices. A run that resumes from a checkpoint ignores it.
+  // Default: "" (the seeded initialisation)
+  std::string init;
   // The hardware profile MFU is counted against (a name or .toml file, as `partrain plan`
   // takes); "" = the device's default (cpu on CPU ranks, none on GPUs). Default: ""
   std::string hardware;

@@ -4,6 +4,7 @@
 //   partraind --standalone --nproc N [--partrain SPEC] JOB.toml        (one machine)
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -41,6 +42,10 @@ int main(int argc, char** argv) {
   app.add_option("--hardware", o.hardware,
                  "hardware profile for the step line's MFU (a name such as H100-SXM or a .toml file; "
                  "default: $PARTRAIN_HARDWARE, else cpu on CPU ranks and none on GPUs)");
+  app.add_option("--init", o.init,
+                 "start a fresh run from these Hugging Face weights (.safetensors file or model folder); "
+                 "each rank reads only its slices; ignored when the run resumes from a checkpoint")
+      ->check(CLI::ExistingPath);
   if (const char* t = std::getenv("PARTRAIN_TRACE"); t != nullptr) o.trace = t;
   app.add_option("--trace", o.trace,
                  "trace these steps on every rank into <run_dir>/trace/rank-R.json (e.g. 5-7; "
@@ -52,6 +57,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "partraind: %s (see partraind --help)\n", e.what());
     return partrain::kExitUsage;
   }
+  // The workers may start in another folder (a Slurm step's): the path goes to them whole.
+  if (!o.init.empty()) o.init = std::filesystem::absolute(o.init).lexically_normal().string();
   if (!o.trace.empty()) {
     if (auto steps = partrain::trace::StepSet::parse(o.trace); !steps) {
       std::fprintf(stderr, "partraind: %s\n", steps.status().message().c_str());

@@ -18,6 +18,7 @@
 
 #include "cli/commands.h"
 #include "common/exit_codes.h"
+#include "common/read_file.h"
 #include "cli/fail.h"
 #include "cli/model_source.h"
 #include "common/units.h"
@@ -59,11 +60,14 @@ Result<double> field(const JsonValue& line, const char* key, bool required, doub
 
 Result<planner::RunSeries> read_run(const std::string& dir) {
   const std::string path = dir + "/metrics.jsonl";
-  std::ifstream in(path);
-  if (!in) {
+  // A regular file of at most 1 GiB (millions of steps); a FIFO is refused, never waited on.
+  Result<std::string> all = read_regular_file(path, "metrics file", size_t{1} << 30);
+  if (!all && all.status().code() == StatusCode::kNotFound) {
     return Status::invalid("partrain: " + path + ": cannot read it; give run folders that "
                            "`partrain run` wrote (they hold metrics.jsonl)");
   }
+  if (!all) return Status::invalid("partrain: " + all.status().message());
+  std::istringstream in(*all);
   planner::RunSeries s;
   s.name = std::filesystem::path(dir).lexically_normal().filename().string();
   if (s.name.empty()) s.name = std::filesystem::path(dir).lexically_normal().parent_path().filename().string();
@@ -87,6 +91,9 @@ Result<planner::RunSeries> read_run(const std::string& dir) {
     if (!dp) return dp.status();
     Result<double> world = field(*line, "world", false, *dp, where);
     if (!world) return world.status();
+    Result<double> val = field(*line, "val_loss", false, -1, where);
+    if (!val) return val.status();
+    if (*val >= 0) s.val_loss = *val;
     s.steps.push_back(static_cast<int64_t>(*step));
     s.loss.push_back(*loss);
     s.step_ms.push_back(*ms);
@@ -195,12 +202,14 @@ int run_report(const ReportArgs& a) {
       char buf[256];
       std::snprintf(buf, sizeof buf,
                     ",\"ranks\":%d,\"tokens_per_step\":%.0f,\"step_ms\":%.6g,\"tokens_per_s\":%.6g,"
-                    "\"speedup\":%.6g,\"efficiency\":%.6g,\"final_loss\":%.6g}",
+                    "\"speedup\":%.6g,\"efficiency\":%.6g,\"final_loss\":%.6g",
                     r.ranks, r.tokens_per_step, r.step_ms, r.tokens_per_s, r.speedup, r.efficiency,
                     r.final_loss);
       out += std::string(i ? "," : "") + "{\"name\":";
       engine::io::append_json_string(r.name, &out);
       out += buf;
+      if (r.final_val_loss >= 0) out += fmt::format(",\"final_val_loss\":{:.6g}", r.final_val_loss);
+      out += "}";
     }
     std::printf("%s]}\n", out.c_str());
     return kExitOk;
@@ -212,13 +221,14 @@ int run_report(const ReportArgs& a) {
                          : "mixed: neither the global batch nor the tokens per rank agree; "
                            "speedup and efficiency compare throughput only";
   std::printf("partrain report: %zu run(s), %s\n", runs.size(), what);
-  std::printf("%-24s %8s %12s %10s %14s %9s %11s %11s\n", "run", "ranks", "tokens/step", "step",
-              "tokens/s", "speedup", "efficiency", "final loss");
+  std::printf("%-24s %8s %12s %10s %14s %9s %11s %11s %9s\n", "run", "ranks", "tokens/step", "step",
+              "tokens/s", "speedup", "efficiency", "final loss", "val loss");
   for (const planner::ScalingRow& r : report->rows) {
-    std::printf("%-24s %8s %12s %10s %14s %8.2fx %10.1f%% %11.4f\n", r.name.c_str(),
+    const std::string val = r.final_val_loss >= 0 ? fmt::format("{:.4f}", r.final_val_loss) : "-";
+    std::printf("%-24s %8s %12s %10s %14s %8.2fx %10.1f%% %11.4f %9s\n", r.name.c_str(),
                 plural(r.ranks, "rank").c_str(), human_count(r.tokens_per_step).c_str(),
                 human_ms(r.step_ms).c_str(), human_count(r.tokens_per_s).c_str(), r.speedup,
-                100 * r.efficiency, r.final_loss);
+                100 * r.efficiency, r.final_loss, val.c_str());
   }
   std::printf("plot: %s\n", a.svg.c_str());
   return kExitOk;

@@ -1,6 +1,6 @@
 // `partrain run` and `partrain export`: single-rank training and weight export.
 //
-//   partrain run JOB.toml [--steps N] [--init FILE.safetensors] [--save FILE.safetensors]
+//   partrain run JOB.toml [--steps N] [--init FILE.safetensors|DIR] [--save FILE.safetensors]
 //                [--device cpu|cuda|cuda:N] [--partrain SPEC] [--nproc N] [--trace STEPS]
 //   partrain export JOB.toml [--from FILE.safetensors] -o OUT.safetensors | --hf DIR [--tokenizer F...]
 //
@@ -95,9 +95,9 @@ Status check_single_rank(const config::JobConfig& job, const std::string& cli_sp
 
 // --nproc N: one local partraind agent (standalone) running N worker ranks.
 int run_local_agent(const RunArgs& a) {
-  if (!a.init.empty() || !a.save.empty()) {
-    return fail(Status::invalid("--nproc: --init and --save are not available with --nproc yet; "
-                                "run one rank for them (no --nproc)"));
+  if (!a.save.empty()) {
+    return fail(Status::invalid("--nproc: --save needs one rank; on several, export a checkpoint instead: "
+                                "partrain ckpt export RUN_DIR --job JOB.toml --hf DIR"));
   }
   // The workers' device (over [job] device): the agent passes it to every worker.
   if (!a.device.empty() && a.device != "cpu" && a.device != "cuda") {
@@ -136,6 +136,7 @@ int run_local_agent(const RunArgs& a) {
   o.device = a.device;
   o.trace = a.trace;
   o.hardware = a.hardware;
+  o.init = a.init;
   return agent::run_agent(o);
 }
 
@@ -180,7 +181,6 @@ int run_train(const RunArgs& a) {
   if (!acct) return fail(acct.status());
   o.model_flops_per_token = acct->model_flops_per_token;
   o.peak_flops_per_rank = acct->peak_flops_per_rank;
-  o.init_path = a.init;
   o.save_path = a.save;
   if (a.steps > 0) o.train.steps = a.steps;
   o.progress_bar = isatty(STDOUT_FILENO) != 0;
@@ -201,11 +201,14 @@ int run_train(const RunArgs& a) {
   if (!t) return fail(t.status());
   if (*resume) {
     const store::Checkpoint& c = **resume;
-    if (!o.init_path.empty()) {
-      log::warn("store", "--init {} is not used: the run resumes from its checkpoint of step {}", o.init_path,
+    if (!a.init.empty()) {
+      log::warn("store", "--init {} is not used: the run resumes from its checkpoint of step {}", a.init,
                 c.state.step);
     }
     if (Status s = store::restore_trainer(**t, (*coord)->store().root(), c, nullptr, true); !s) return fail(s);
+  } else if (!a.init.empty()) {
+    if (Status s = store::init_from_hf(**t, a.init, nullptr); !s) return fail(s);
+    log::info("engine", "starting from the weights of {}", a.init);
   }
   LocalCommitter committer(coord->get());
   store::SaverOptions so;
@@ -247,9 +250,10 @@ void register_run(CLI::App& app, CommandResult* result) {
   run->add_option("--steps", args->steps, "optimizer steps (overrides [training] steps)")
       ->check(CLI::PositiveNumber);
   run->add_option("--init", args->init,
-                  "start from these weights (safetensors, Hugging Face names, e.g. from "
-                  "--save or `partrain export`)")
-      ->check(CLI::ExistingFile);
+                  "start from these Hugging Face weights (a .safetensors file, or a model folder with "
+                  "sharded files and their index, e.g. from --save, `partrain export` or `partrain ckpt "
+                  "export --hf`); on any layout, each rank reads only its slices")
+      ->check(CLI::ExistingPath);
   run->add_option("--save", args->save,
                   "write the final weights here (safetensors, Hugging Face names)");
   run->add_option("--device", args->device,

@@ -1,10 +1,10 @@
 // See crc32c.h. The hardware path consumes 8 bytes per instruction; the table path one.
-#include "store/crc32c.h"
+#include "common/crc32c.h"
 
 #include <array>
 #include <cstring>
 
-namespace partrain::store {
+namespace partrain {
 namespace {
 
 constexpr uint32_t kPoly = 0x82F63B78u;  // 0x1EDC6F41 bit-reversed
@@ -51,4 +51,4 @@ uint32_t crc32c(const void* data, size_t size, uint32_t crc) {
   return ~crc_table(p, size, c);
 }
 
-}  // namespace partrain::store
+}  // namespace partrain

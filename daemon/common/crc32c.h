@@ -6,10 +6,10 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace partrain::store {
+namespace partrain {
 
 // Continues `crc` (0 for a fresh checksum) over `size` bytes: crc32c(b, crc32c(a)) is the
 // checksum of a followed by b.
 uint32_t crc32c(const void* data, size_t size, uint32_t crc = 0);
 
-}  // namespace partrain::store
+}  // namespace partrain

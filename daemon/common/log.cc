@@ -16,6 +16,8 @@ struct Context {
   int64_t step = -1;
   Level level = Level::kInfo;
   bool level_from_env_read = false;
+  std::mutex out_mu;   // orders the writes of log lines, printed lines and the status line
+  std::string status;  // drawn last on stdout; "" = none
 };
 
 Context& context() {
@@ -42,6 +44,14 @@ std::string utc_now() {
   gmtime_r(&secs, &tm);
   return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z", tm.tm_year + 1900, tm.tm_mon + 1,
                      tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ms);
+}
+
+// Under out_mu: erases the status line (the cursor is at its end), or redraws it.
+void erase_status(const Context& c) {
+  if (!c.status.empty()) std::fputs("\r\033[K", stdout), std::fflush(stdout);
+}
+void draw_status(const Context& c) {
+  if (!c.status.empty()) std::fputs(c.status.c_str(), stdout), std::fflush(stdout);
 }
 
 }  // namespace
@@ -100,7 +110,29 @@ void write(Level l, std::string_view subsystem, std::string_view message) {
   line += " | ";
   line += message;
   line += '\n';
+  std::lock_guard lock(c.out_mu);
+  erase_status(c);
   std::fwrite(line.data(), 1, line.size(), stderr);
+  std::fflush(stderr);
+  draw_status(c);
+}
+
+void set_status_line(std::string line) {
+  auto& c = context();
+  std::lock_guard lock(c.out_mu);
+  erase_status(c);
+  c.status = std::move(line);
+  draw_status(c);
+}
+
+void print_line(std::string_view text) {
+  auto& c = context();
+  std::lock_guard lock(c.out_mu);
+  erase_status(c);
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  std::fputc('\n', stdout);
+  std::fflush(stdout);
+  draw_status(c);
 }
 
 }  // namespace partrain::log

@@ -29,6 +29,13 @@ bool parse_level(std::string_view text, Level* out);
 
 void write(Level level, std::string_view subsystem, std::string_view message);
 
+// A status line (the progress bar with its ETA) kept as the terminal's last line: it is
+// drawn on stdout, erased before every log line or print_line and drawn again after it, so
+// neither overwrites the other. Only for a terminal: "" (the default) draws nothing.
+void set_status_line(std::string line);
+// `text` (one line, no newline) on stdout, above the status line.
+void print_line(std::string_view text);
+
 template <typename... Args>
 void debug(std::string_view subsystem, fmt::format_string<Args...> f, Args&&... args) {
   if (level() <= Level::kDebug) write(Level::kDebug, subsystem, fmt::format(f, std::forward<Args>(args)...));

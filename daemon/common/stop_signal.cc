@@ -22,6 +22,7 @@ const std::atomic<bool>& install_stop_signal() {
   ::sigemptyset(&sa.sa_mask);
   ::sigaction(SIGTERM, &sa, nullptr);
   ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGHUP, &sa, nullptr);  // a closed terminal or session: save and stop, as for SIGTERM
   return g_stop;
 }
 

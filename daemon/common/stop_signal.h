@@ -1,5 +1,6 @@
-// SIGTERM and SIGINT as a request to stop at the next step boundary (scancel, a Slurm time
-// limit's signal, Ctrl-C), for every partrain process: install once, then read the flag.
+// SIGTERM, SIGINT and SIGHUP as a request to stop at the next step boundary (scancel, a
+// Slurm time limit's signal, Ctrl-C, a closed terminal), for every partrain process:
+// install once, then read the flag.
 // The handler only stores to atomics, so it is async-signal-safe.
 #pragma once
 
@@ -11,7 +12,7 @@ namespace partrain {
 // stays true.
 const std::atomic<bool>& install_stop_signal();
 
-// The signal received since the last call (SIGTERM or SIGINT), cleared by the call; 0 when
+// The signal received since the last call (SIGTERM, SIGINT or SIGHUP), cleared by the call; 0 when
 // none. For a supervisor that forwards each new signal once.
 int take_stop_signal();
 

@@ -144,6 +144,9 @@ const std::vector<KeyRule<JobDraft>>& job_rules() {
                                    std::vector<std::pair<std::string, std::string>>{
                                        {"auto", "auto"}, {"llmc", "llmc"},
                                        {"raw-u16", "raw-u16"}, {"raw-u32", "raw-u32"}}),
+      detail::path_list_key<JobDraft>("data", "val_files", FIELD(data.val_files)),
+      detail::integer_key<JobDraft>("data", "eval_every", FIELD(data.eval_every), at_least(0)),
+      detail::integer_key<JobDraft>("data", "eval_batches", FIELD(data.eval_batches), at_least(1)),
 
       detail::integer_key<JobDraft>("training", "steps", FIELD(training.steps), at_least(1)),
       detail::integer_key<JobDraft>("training", "global_batch", FIELD(training.global_batch),

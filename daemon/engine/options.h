@@ -56,6 +56,13 @@ struct DataOptions {
   std::vector<std::string> train_files;  // token shards (llm.c format or raw). Default: none
   std::vector<DataSource> sources;       // a mixture instead of train_files. Default: none
   std::string format = "auto";           // "auto" (by header), "llmc", "raw-u16", "raw-u32". Default: auto
+  // Validation: held-out shards (same format), evaluated every eval_every steps and after
+  // the last (not on a SIGTERM stop), on eval_batches global batches read in order from the first window (the same
+  // sequences every time, on every layout). Each evaluation costs eval_batches forward-only
+  // global batches; at scale keep it a few percent of the steps between evaluations.
+  std::vector<std::string> val_files;    // Default: none (no validation loss)
+  int eval_every = 0;                    // steps between evaluations; 0: only after the last. Default: 0
+  int eval_batches = 4;                  // global batches per evaluation. Default: 4
 };
 
 struct TrainOptions {

@@ -9,7 +9,7 @@
 
 #include <fmt/format.h>
 
-#include "store/crc32c.h"
+#include "common/crc32c.h"
 
 namespace partrain::metrics {
 namespace {
@@ -49,7 +49,7 @@ std::string event_header(double wall_time, int64_t step) {
 }  // namespace
 
 uint32_t tb_masked_crc(const void* data, size_t size) {
-  const uint32_t crc = store::crc32c(data, size);
+  const uint32_t crc = crc32c(data, size);
   return ((crc >> 15) | (crc << 17)) + 0xa282ead8u;
 }
 

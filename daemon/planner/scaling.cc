@@ -110,6 +110,7 @@ Result<ScalingReport> scaling_report(const std::vector<RunSeries>& runs) {
     }
     row.tokens_per_s = row.tokens_per_step / (row.step_ms / 1e3);
     row.final_loss = s.loss.empty() ? 0 : s.loss.back();
+    row.final_val_loss = s.val_loss;
     r.rows.push_back(row);
   }
   std::stable_sort(r.rows.begin(), r.rows.end(),

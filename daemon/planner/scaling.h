@@ -22,6 +22,7 @@ struct RunSeries {
   std::vector<int64_t> steps;
   std::vector<double> loss;
   std::vector<double> step_ms;
+  double val_loss = -1;        // the last validation loss ([data] val_files); < 0: none
 };
 
 enum class ScalingKind { kStrong, kWeak, kMixed };
@@ -36,6 +37,7 @@ struct ScalingRow {
   double speedup = 1;       // throughput over the baseline's
   double efficiency = 1;    // speedup / (ranks / baseline ranks)
   double final_loss = 0;
+  double final_val_loss = -1;  // < 0: the run had no validation
 };
 
 struct ScalingReport {

@@ -2,11 +2,14 @@
 #include "store/saver.h"
 
 #include <algorithm>
+#include <functional>
+#include <map>
 
 #include <fmt/format.h>
 
 #include "common/log.h"
 #include "common/trace.h"
+#include "engine/model/hf_io.h"
 #include "store/fault.h"
 
 namespace partrain::store {
@@ -170,15 +173,20 @@ std::vector<PieceView> ExpertParallelLayout::restore_part(engine::model::Model& 
   return range_views(model, opt, 0, model.num_params(), true);
 }
 
-Status restore_trainer(train::Trainer& trainer, const std::string& root, const Checkpoint& c, StateLayout* layout,
-                       bool announce) {
+namespace {
+
+// Fills the views of `layout` (plain dp when null) whose role `wanted` accepts, each from
+// `read`, then makes each part's weights and fp32 master copy agree.
+Status fill_views(train::Trainer& trainer, StateLayout* layout, const std::function<bool(Role)>& wanted,
+                  const std::function<Status(const PieceSpec&, float*)>& read) {
   ReplicatedDpLayout replicated(1, 0);
   StateLayout* l = layout != nullptr ? layout : &replicated;
   engine::Backend& be = trainer.backend();
   std::vector<float> host;
   for (const PieceView& v : l->restore_views(trainer)) {
+    if (!wanted(v.spec.role)) continue;
     host.resize(static_cast<size_t>(v.spec.end - v.spec.begin));
-    PARTRAIN_RETURN_IF_ERROR(read_range(root, c, v.spec.tensor, v.spec.role, v.spec.begin, v.spec.end, host.data()));
+    PARTRAIN_RETURN_IF_ERROR(read(v.spec, host.data()));
     be.to_device(v.tensor, host.data());
   }
   be.synchronize();
@@ -192,8 +200,32 @@ Status restore_trainer(train::Trainer& trainer, const std::string& root, const C
     } else {
       part.opt->reload_master();
     }
-    part.opt->set_steps_taken(c.state.adam_steps);
   }
+  return Status::ok();
+}
+
+}  // namespace
+
+Status init_from_hf(train::Trainer& trainer, const std::string& path, StateLayout* layout) {
+  Result<engine::model::HfWeights> weights = engine::model::HfWeights::open(path);
+  if (!weights) return weights.status();
+  std::map<std::string, bool> transposed;  // by logical name, from any part's table
+  for (train::ModelPart& part : trainer.parts()) {
+    for (const engine::model::ParamSpec& p : part.model->table().specs()) transposed[p.name] = p.hf_transposed;
+  }
+  return fill_views(trainer, layout, [](Role r) { return r == Role::kWeight; },
+                    [&](const PieceSpec& s, float* out) {
+                      return engine::model::read_hf_range(*weights, s.tensor, s.shape, transposed[s.tensor], s.begin,
+                                                          s.end, out);
+                    });
+}
+
+Status restore_trainer(train::Trainer& trainer, const std::string& root, const Checkpoint& c, StateLayout* layout,
+                       bool announce) {
+  PARTRAIN_RETURN_IF_ERROR(fill_views(trainer, layout, [](Role) { return true; }, [&](const PieceSpec& s, float* out) {
+    return read_range(root, c, s.tensor, s.role, s.begin, s.end, out);
+  }));
+  for (train::ModelPart& part : trainer.parts()) part.opt->set_steps_taken(c.state.adam_steps);
   trainer.set_progress(c.state.step, c.state.tokens);
   if (announce) {
     log::info("store", "resuming at step {} from {}/{} (written by {}, sample {}, epoch {})", c.state.step, root,

@@ -135,6 +135,12 @@ class ExpertParallelLayout final : public StateLayout {
 Status restore_trainer(engine::train::Trainer& trainer, const std::string& root, const Checkpoint& c,
                        StateLayout* layout, bool announce);
 
+// `partrain run --init`: the weights of `layout`'s views (and the fp32 master copies where
+// kept) from Hugging Face safetensors (a file or a model folder), each rank reading only the
+// logical slices it holds, by name, on any layout (tp pieces, pipeline stages, ZeRO shards,
+// experts); the Adam moments stay zero and the run starts at step 0.
+Status init_from_hf(engine::train::Trainer& trainer, const std::string& path, StateLayout* layout);
+
 // Tells the coordinator that this rank's shard of step `step` is durable and waits until
 // the checkpoint is committed. The same for every rank; `state` matters from rank 0.
 class Committer {

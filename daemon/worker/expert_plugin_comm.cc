@@ -24,7 +24,10 @@ Status ExpertPluginComm::init(const std::string& config_toml, int num_experts, i
   if (rc == PARTRAIN_OK) return Status::ok();
   err_[sizeof err_ - 1] = '\0';
   const std::string msg = fmt::format("expert plugin {}: init: {}", api_->name, err_);
-  return rc == PARTRAIN_EINVAL ? Status::invalid(msg) : Status::unavailable(msg);
+  // Only a peer or device the plugin lost (EUNAVAIL) is worth a restart; its own bug is not.
+  return rc == PARTRAIN_EINVAL    ? Status::invalid(msg)
+         : rc == PARTRAIN_EUNAVAIL ? Status::unavailable(msg)
+                                   : Status::internal(msg);
 }
 
 void ExpertPluginComm::keep(int rc, const char* what) {

@@ -14,6 +14,7 @@
 #include <charconv>
 #include <chrono>
 #include <cstdio>
+#include <new>
 #include <cstdlib>
 #include <optional>
 #include <string>
@@ -170,6 +171,7 @@ Status run(const std::string& job_path, const std::atomic<bool>* stop) {
   r.ckpt_root = store::checkpoint_root(job->checkpoint.dir, job->run_dir);
   r.committer = &committer;
   r.resume = *resume ? &**resume : nullptr;
+  r.init = env("PARTRAIN_INIT");
   return train(r);
 }
 
@@ -188,6 +190,9 @@ int main(int argc, char** argv) {
     if (s.is_ok()) return kExitOk;
     log::error("worker", "{}", s.message());
     return exit_code_for(s);
+  } catch (const std::bad_alloc&) {
+    log::error("worker", "{}", kOutOfMemoryMessage);
+    return kExitUsage;
   } catch (const std::exception& e) {
     log::error("worker", "internal error: {}", e.what());
     return kExitFailure;

@@ -129,7 +129,9 @@ Status PipelineExecutor::wait_recv(comm::WorkHandle& h, const Action& a) {
 Status PipelineExecutor::forward(int chunk, const Action& a, train::StepMetrics* m, double* loss, double* aux) {
   Chunk& c = chunks_[static_cast<size_t>(chunk)];
   const int s = slot(c, a.mb);
-  const engine::model::MicroBatch batch = trainer_->read_micro_batch(a.mb, m);
+  Result<engine::model::MicroBatch> read = trainer_->read_micro_batch(a.mb, m);
+  if (!read) return read.status();
+  const engine::model::MicroBatch& batch = *read;
   Result<engine::model::LossParts> parts = model(chunk).forward(batch, s);
   if (!parts) return parts.status();
   *loss += parts->loss;  // the last stage's cross-entropy and every stage's aux loss
@@ -226,6 +228,36 @@ Status PipelineExecutor::run(train::Trainer& trainer, train::StepMetrics* m, dou
   }
   PARTRAIN_RETURN_IF_ERROR(measure_bubble(*pp_, shape_.pp, t_begin_, t_end_, busy_us_, &m->bubble_share));
   m->add_comm(train::CommAxis::kPp, p2p_any_ ? ms_between(p2p_first_, p2p_last_) : 0.0, exposed_ms_, transfers_);
+  return Status::ok();
+}
+
+// Every rank walks the same global order (micro-batch j, stages 0 .. S-1) and does its own
+// stages of it, receiving each input from the stage before and sending each output to the
+// stage after; a send's peer is always at the matching receive, so waiting for each
+// transfer cannot deadlock. Forward-only with nothing to overlap, evaluation is one
+// micro-batch in flight: its cost is eval_batches x S stage forwards, not a schedule's.
+Status PipelineExecutor::evaluate(train::Trainer& trainer, int count, double* ce) {
+  trainer_ = &trainer;
+  const int stages = shape_.stages();
+  for (int j = 0; j < count; ++j) {
+    Result<engine::model::MicroBatch> batch = trainer.read_eval_batch(j);
+    if (!batch) return batch.status();
+    for (int stage = 0; stage < stages; ++stage) {
+      if (shape_.rank_of(stage) != pp_->rank()) continue;
+      engine::model::Model& mod = model(shape_.chunk_of(stage));
+      if (stage > 0) {
+        PARTRAIN_RETURN_IF_ERROR(
+            pp_->recv(mod.stage_input(0).ptr<float>(), count_, shape_.rank_of(stage - 1), kTagActivation)->wait());
+      }
+      Result<engine::model::LossParts> parts = mod.forward(*batch, 0);
+      if (!parts) return parts.status();
+      *ce += parts->ce;  // 0 but on the last stage
+      if (stage + 1 < stages) {
+        PARTRAIN_RETURN_IF_ERROR(
+            pp_->send(mod.stage_output(0).ptr<float>(), count_, shape_.rank_of(stage + 1), kTagActivation)->wait());
+      }
+    }
+  }
   return Status::ok();
 }
 

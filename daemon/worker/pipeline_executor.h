@@ -47,6 +47,9 @@ class PipelineExecutor final : public engine::train::MicroBatchRunner {
 
   Status run(engine::train::Trainer& trainer, engine::train::StepMetrics* m, double* loss,
              double* aux) override;
+  // Validation: each micro-batch through the stages in order, forward only, in activation
+  // slot 0 (free between steps).
+  Status evaluate(engine::train::Trainer& trainer, int count, double* ce) override;
 
  private:
   using Clock = std::chrono::steady_clock;

@@ -6,15 +6,18 @@
 #include <fmt/format.h>
 
 #include "common/log.h"
+#include "plugin/child_probe.h"
 #include "worker/device_comm.h"
 
 namespace partrain::worker {
 namespace {
 
 // Finds plugin `name` of family P and its table; every load failure is the user's to fix.
+// Opened in a child process first (plugin/child_probe.h): a plugin whose constructors fault
+// or hang is refused like any bad plugin instead of killing this rank.
 template <typename P>
 Result<Loaded<P>> load(const std::string& dir, const std::string& name, const config::JobConfig& job, bool log) {
-  Result<std::unique_ptr<P>> p = P::find(dir, name);
+  Result<std::unique_ptr<P>> p = plugin::find_probed<P>(dir, name);
   if (!p) return Status::invalid(p.status().message());
   Loaded<P> out;
   out.plugin = std::move(p).value();

@@ -265,10 +265,20 @@ Status RankTraining::setup() {
 }
 
 // Every part reads what it holds back from the checkpoint's pieces, whatever layout wrote
-// them; the step fixes the data, dropout and learning rate from there on.
+// them; the step fixes the data, dropout and learning rate from there on. A fresh start
+// with --init reads its slices of the Hugging Face weights the same way, by logical name.
 Status RankTraining::resume() {
-  if (run_.resume == nullptr) return Status::ok();
-  return store::restore_trainer(*trainer_, run_.ckpt_root, *run_.resume, state_layout_.get(), run_.rank == 0);
+  if (run_.resume != nullptr) {
+    if (!run_.init.empty() && run_.rank == 0) {
+      log::warn("store", "--init {} is not used: the run resumes from its checkpoint of step {}", run_.init,
+                run_.resume->state.step);
+    }
+    return store::restore_trainer(*trainer_, run_.ckpt_root, *run_.resume, state_layout_.get(), run_.rank == 0);
+  }
+  if (run_.init.empty()) return Status::ok();
+  PARTRAIN_RETURN_IF_ERROR(store::init_from_hf(*trainer_, run_.init, state_layout_.get()));
+  if (run_.rank == 0) log::info("engine", "starting from the weights of {}", run_.init);
+  return Status::ok();
 }
 
 Status RankTraining::train() {

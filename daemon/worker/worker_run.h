@@ -47,6 +47,8 @@ struct WorkerRun {
   std::string ckpt_root;
   store::Committer* committer = nullptr;
   const store::Checkpoint* resume = nullptr;
+  // A fresh start's weights (partraind --init: Hugging Face safetensors); "" = the seed's.
+  std::string init;
 };
 
 // Trains job->training.steps steps (from the resume checkpoint's step on), saving as

@@ -22,12 +22,14 @@ set -e
   || fail "help nosuch: $(cat "$work/e")"
 
 sed -e 's/^hidden = 128/hidden = 64/' "$src/etc/examples/tiny.toml" >"$work/narrow.toml"
-sed -i "s|data/licenses_train.bin|$src/etc/examples/data/licenses_train.bin|" "$work/narrow.toml"
+sed -i "s|\"data/|\"$src/etc/examples/data/|g" "$work/narrow.toml"
 PARTRAIN_RUN_DIR="$work/a" "$partrain" run "$src/etc/examples/tiny.toml" --steps 2 >/dev/null 2>&1 || fail "run a"
 PARTRAIN_RUN_DIR="$work/b" "$partrain" run "$src/etc/examples/tiny.toml" --steps 2 >/dev/null 2>&1 || fail "run b"
 PARTRAIN_RUN_DIR="$work/c" "$partrain" run "$work/narrow.toml" --steps 2 >/dev/null 2>&1 || fail "run c"
 "$partrain" report "$work/a" "$work/b" --svg "$work/r.svg" >"$work/o" 2>"$work/e" || fail "same model refused: $(cat "$work/e")"
 grep -q "1 rank" "$work/o" || fail "report does not say '1 rank': $(cat "$work/o")"
+# The example evaluates after its last step ([data] val_files): report shows that loss.
+awk '$1 == "a" && $NF ~ /^[0-9]+\.[0-9]+$/ { found = 1 } END { exit !found }' "$work/o" || fail "report has no val loss for run a: $(cat "$work/o")"
 set +e
 "$partrain" report "$work/a" "$work/c" --svg "$work/r.svg" >"$work/o" 2>"$work/e"; rc=$?
 set -e

@@ -11,8 +11,6 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -23,6 +21,7 @@
 #include "comm/rendezvous/client.h"
 #include "comm/rendezvous/server.h"
 #include "comm/rendezvous/wire.h"
+#include "test_util.h"
 
 namespace partrain::comm {
 namespace {
@@ -92,10 +91,7 @@ class StderrCapture {
   }
   std::string text() {
     std::fflush(stderr);
-    std::ifstream in(path_);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
+    return partrain::testing::slurp(path_);
   }
   void restore() {
     if (saved_ < 0) return;

@@ -434,8 +434,8 @@ TEST(JobConfig, KnownKeysComeFromTheParserTable) {
   auto keys = known_job_keys();
   std::set<std::string> unique(keys.begin(), keys.end());
   EXPECT_EQ(unique.size(), keys.size()) << "a key is listed twice";
-  // 4 [job] + 19 [model] + 3 [data] + 13 [training] + 12 [parallelism] + 5 [checkpoint].
-  EXPECT_EQ(keys.size(), 56u);
+  // 4 [job] + 19 [model] + 6 [data] + 13 [training] + 12 [parallelism] + 5 [checkpoint].
+  EXPECT_EQ(keys.size(), 59u);
   for (const char* k : {"job.name", "model.arch", "model.recompute", "data.train_files",
                         "training.lr", "parallelism.spec", "parallelism.mb", "parallelism.stage_layers", "checkpoint.keep"}) {
     EXPECT_TRUE(unique.count(k)) << k;

@@ -10,6 +10,7 @@
 
 #include "config/job_config.h"
 #include "config/site_config.h"
+#include "test_util.h"
 
 #ifndef PARTRAIN_SOURCE_DIR
 #error "PARTRAIN_SOURCE_DIR must be defined by the build"
@@ -18,14 +19,9 @@
 namespace partrain::config {
 namespace {
 
-const std::filesystem::path kEtc = std::filesystem::path(PARTRAIN_SOURCE_DIR) / "etc";
+using testing::slurp;
 
-std::string slurp(const std::filesystem::path& p) {
-  std::ifstream in(p);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+const std::filesystem::path kEtc = std::filesystem::path(PARTRAIN_SOURCE_DIR) / "etc";
 
 TEST(ShippedFiles, SiteConfigExampleLoadsAndShowsEveryKey) {
   auto site = load_site_file((kEtc / "partrain.toml").string());

@@ -29,6 +29,7 @@
 #include "engine/model/expert_parallel.h"
 #include "engine/model/model.h"
 #include "engine/model/tensor_parallel.h"
+#include "tiny_models.h"
 
 namespace partrain::engine::model {
 namespace {
@@ -192,18 +193,9 @@ class RankTensorComm final : public TensorComm {
   int rank_;
 };
 
+// Every block a mixture of 4 experts, top-k, the given capacity factor.
 ModelOptions moe(Arch arch, int k, float capacity) {
-  ModelOptions o;
-  o.arch = arch;
-  o.vocab_size = 19;
-  o.seq_len = 6;
-  o.layers = 2;
-  o.hidden = 16;
-  o.heads = 4;
-  o.kv_heads = arch == Arch::kLlama ? 2 : 0;
-  o.ffn_hidden = arch == Arch::kLlama ? 24 : 0;
-  o.tie_embeddings = arch == Arch::kGpt2;
-  o.init_std = 0.2f;
+  ModelOptions o = engine::testing::tiny(arch);
   o.moe_experts = 4;
   o.moe_top_k = k;
   o.moe_every = 1;

@@ -15,23 +15,13 @@
 #include "engine/backend.h"
 #include "engine/model/model.h"
 #include "engine/train/optimizer.h"
+#include "tiny_models.h"
 
 namespace partrain::engine::model {
 namespace {
 
-ModelOptions tiny(Arch arch) {
-  ModelOptions o;
-  o.arch = arch;
-  o.vocab_size = 19;
-  o.seq_len = 6;
-  o.layers = 3;
-  o.hidden = 16;
-  o.heads = 4;
-  o.kv_heads = arch == Arch::kLlama ? 2 : 0;
-  o.ffn_hidden = arch == Arch::kLlama ? 24 : 0;
-  o.tie_embeddings = arch == Arch::kGpt2;
-  return o;
-}
+// Three blocks at the engine's default init.
+ModelOptions tiny(Arch arch) { return engine::testing::tiny(arch, {.layers = 3, .init_std = 0.02f}); }
 
 TEST(ShardPieces, CutTheTableWhereTheShardEnds) {
   // GPT-2, V 19, T 6, C 16: wte [19, 16] = 304 elements at 0, wpe [6, 16] = 96 at 304,

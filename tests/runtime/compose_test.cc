@@ -14,23 +14,15 @@
 
 namespace {
 
-using namespace partrain::testing_runtime;
+using namespace partrain::testing;
 
-const std::string kLlama = std::string(PARTRAIN_SOURCE_DIR) + "/etc/examples/llama-tiny.toml";
-const std::string kMoe = std::string(PARTRAIN_SOURCE_DIR) + "/etc/examples/moe-tiny.toml";
 constexpr int kSteps = 20;
 
 // A copy of an example job with its text edited: each (from, to) replaced once.
 std::string edited_job(const std::string& example, const std::string& dir,
                        const std::vector<std::pair<std::string, std::string>>& edits) {
   const std::string path = job_copy(example, dir, "job.toml", "");
-  std::string text = slurp(path);
-  for (const auto& [from, to] : edits) {
-    const size_t at = text.find(from);
-    EXPECT_NE(at, std::string::npos) << from << " in " << example;
-    if (at != std::string::npos) text.replace(at, from.size(), to);
-  }
-  std::ofstream(path) << text;
+  edit_file(path, edits);
   return path;
 }
 
@@ -53,18 +45,17 @@ TEST_P(ComposedMatchesOneRank, OverTwentySteps) {
   const std::string kind = c.job;
   const std::string example = kind == "gpt2" ? kTiny : kind == "llama" ? kLlama : kMoe;
   const std::string job = edited_job(example, dir_, c.edits);
-  Proc one = start({PARTRAIN_CLI, "run", job, "--steps", std::to_string(kSteps)}, env("one"), dir_, "one");
-  ASSERT_EQ(wait_exit(one.pid), 0) << slurp(one.err);
+  const ReferenceRun one = one_rank(job, kSteps);
   const std::string spec = std::string("--partrain=") + c.spec;
   Proc p = start({PARTRAIN_CLI, "run", job, spec, "--nproc", std::to_string(c.nproc), "--steps",
                   std::to_string(kSteps)}, env("many"), dir_, "many");
   ASSERT_EQ(wait_exit(p.pid), 0) << slurp(p.err);
   EXPECT_NE(slurp(p.err).find(c.log), std::string::npos) << c.log << " in " << slurp(p.err);
-  expect_same_losses(dir_ + "/one/metrics.jsonl", dir_ + "/many/metrics.jsonl", kSteps,
-                     std::string(c.name) + " " + spec, c.tolerance);
+  expect_same_losses(one.metrics, dir_ + "/many/metrics.jsonl", kSteps, std::string(c.name) + " " + spec,
+                     c.tolerance);
   // Where experts run, their routing (kept tokens per expert, dropped) equals one rank's.
   if (kind == "moe" || std::string(c.name).find("moe") != std::string::npos) {
-    const long long dropped = expect_same_routing(dir_ + "/one/metrics.jsonl", dir_ + "/many/metrics.jsonl", c.name);
+    const long long dropped = expect_same_routing(one.metrics, dir_ + "/many/metrics.jsonl", c.name);
     EXPECT_GT(dropped, 0) << c.name << ": the capacity should drop tokens";
   }
 }

@@ -73,6 +73,9 @@ class MappedSafetensors {
 TensorView view_of(const SafeTensor& t);
 // Writes the view's values as float to dst[0, elements) (F32, BF16, F16 accepted).
 Status view_to_f32(const TensorView& t, float* dst);
+// Elements [begin, end) of the tensor's row-major values, converted the same way; only
+// those bytes are touched (a rank's slice of a mapped tensor).
+Status view_range_to_f32(const TensorView& t, int64_t begin, int64_t end, float* dst);
 
 // fp32 view helpers: copy a tensor's values out as float (F32, BF16, F16 accepted).
 Result<std::vector<float>> to_f32(const SafeTensor& t);

@@ -139,6 +139,40 @@ Status load_hf(Model& model, const HfWeights& weights) {
                     weights.path());
 }
 
+Status read_hf_range(const HfWeights& weights, const std::string& name, const std::vector<int64_t>& shape,
+                     bool hf_transposed, int64_t begin, int64_t end, float* out) {
+  if (begin >= end) return Status::ok();
+  const io::TensorView* t = weights.find(name);
+  if (t == nullptr) t = weights.find("transformer." + name);
+  if (t == nullptr) {
+    return Status::invalid(fmt::format("{}: no tensor '{}'; the file does not match [model] (arch, layers, "
+                                       "experts, tie_embeddings)", weights.path(), name));
+  }
+  const bool transposed = hf_transposed && shape.size() == 2;
+  std::vector<int64_t> want = shape;
+  if (transposed) std::swap(want[0], want[1]);
+  if (t->shape != want) {
+    return Status::invalid(fmt::format("{}: tensor '{}' has shape {}, the model needs {}; check [model] "
+                                       "hidden/heads/vocab_size/seq_len", weights.path(), name,
+                                       shape_text(t->shape), shape_text(want)));
+  }
+  const std::string where = weights.path() + ": ";
+  if (!transposed) return io::view_range_to_f32(*t, begin, end, out).prefixed(where);
+  // Ours is [rows, cols], the file's [cols, rows]: our rows r0..r1 are the file's columns
+  // r0..r1, one contiguous run in each of its `cols` rows.
+  const int64_t rows = shape[0], cols = shape[1];
+  const int64_t r0 = begin / cols, r1 = (end - 1) / cols;
+  std::vector<float> run(static_cast<size_t>(r1 - r0 + 1));
+  for (int64_t c = 0; c < cols; ++c) {
+    PARTRAIN_RETURN_IF_ERROR(io::view_range_to_f32(*t, c * rows + r0, c * rows + r1 + 1, run.data()).prefixed(where));
+    for (int64_t r = r0; r <= r1; ++r) {
+      const int64_t i = r * cols + c;
+      if (i >= begin && i < end) out[i - begin] = run[static_cast<size_t>(r - r0)];
+    }
+  }
+  return Status::ok();
+}
+
 Status load_hf(Model& model, const std::string& path) {
   auto w = HfWeights::open(path);
   if (!w) return w.status();

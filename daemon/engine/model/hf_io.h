@@ -54,4 +54,12 @@ Status load_hf(Model& model, const std::string& path);
 // The same from tensors already in memory (the reference-dump tool uses it).
 Status load_hf(Model& model, const io::SafetensorsFile& file, const std::string& path);
 
+// Elements [begin, end) of logical tensor `name` in partrain's layout: row-major over its
+// whole shape `shape` (a tensor-parallel rank's piece, a ZeRO shard's range, a dp slice),
+// as fp32. `hf_transposed`: the file holds it [shape[1], shape[0]] (GPT-2's Conv1D). Only
+// the rows the range touches are converted, so each rank of a large job reads its own
+// slices of the mapped files, not the model.
+Status read_hf_range(const HfWeights& weights, const std::string& name, const std::vector<int64_t>& shape,
+                     bool hf_transposed, int64_t begin, int64_t end, float* out);
+
 }  // namespace partrain::engine::model

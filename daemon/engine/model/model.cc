@@ -645,7 +645,7 @@ uint64_t Model::dropout_key(int layer, int site) const {
 // logical row being (sample * seq_len + position): each run of rows with consecutive
 // logical rows is one call (one run unless cp cuts the sequences into chunks).
 void Model::dropout(const Tensor& t, int layer, int site) {
-  if (o_.dropout <= 0.0f) return;
+  if (o_.dropout <= 0.0f || !batch_.train) return;
   const int64_t C = o_.hidden, row0 = tp_row0();
   for_each_logical_run(static_cast<int>(row0), R_, [&](int row, int count, uint64_t logical) {
     const Tensor part = t.slice((row - row0) * C, {count, C});
@@ -654,7 +654,7 @@ void Model::dropout(const Tensor& t, int layer, int site) {
 }
 
 Tensor Model::dropout_grad(const Tensor& dout, int layer, int site) {
-  if (o_.dropout <= 0.0f) return dout;
+  if (o_.dropout <= 0.0f || !batch_.train) return dout;
   const Tensor d = ract(dbranch_);
   be_->zero(d);
   const int64_t C = o_.hidden, row0 = tp_row0();

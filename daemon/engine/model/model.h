@@ -59,6 +59,7 @@ struct MicroBatch {
   int B = 0;
   uint64_t first_sample = 0;  // global index of the first sequence (keys dropout)
   int64_t step = 0;           // optimizer step (keys dropout)
+  bool train = true;          // false: evaluation (no dropout, routing not counted)
 };
 
 struct LossParts {
@@ -94,7 +95,7 @@ class Model {
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
 
-  // Forward pass and loss of one micro-batch (training mode: dropout on).
+  // Forward pass and loss of one micro-batch (dropout on unless batch.train is false).
   Result<LossParts> forward(const MicroBatch& batch);
   // Accumulates d(scale * loss)/d(params) into grads(), for the last forward().
   // `block_done(l)`, when given, is called as soon as the gradients of

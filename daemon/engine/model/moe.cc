@@ -208,7 +208,7 @@ void Model::moe_route(int l, MoeState& s, const Tensor& logits) {
     s.frac[static_cast<size_t>(e)] = chosen[static_cast<size_t>(e)] / (static_cast<double>(M) * k);
     aux += s.frac[static_cast<size_t>(e)] * (mean_p[static_cast<size_t>(e)] / M);
   }
-  if (!recomputing_) {
+  if (!recomputing_ && batch_.train) {
     if (cp_.rank == 0) aux_loss_ += static_cast<float>(o_.moe_aux_loss_coef * E * aux);
     // The step's routing statistics of this rank's rows: kept rows per (MoE block, expert),
     // dropped choices.

@@ -3,9 +3,9 @@
 //
 //   StepHooks        the step's collectives: gradient sync, the loss and stop decision, the
 //                    clipping norm, after-step gathers (dp/ZeRO, tp, ep, pp together)
-//   MicroBatchRunner "run this step's micro-batches forward and backward": one after the
-//                    other by default (SequentialMicroBatches), a schedule's action list on
-//                    a pipeline stage
+//   MicroBatchRunner "run this step's micro-batches forward and backward" (and "these
+//                    validation micro-batches forward"): one after the other by default
+//                    (SequentialMicroBatches), a schedule's action list on a pipeline stage
 //   SaveHook         checkpointing after a step (daemon/store implements it)
 //
 // Every call may fail with the peer or plugin error that stops the run.
@@ -61,6 +61,10 @@ class MicroBatchRunner {
  public:
   virtual ~MicroBatchRunner() = default;
   virtual Status run(Trainer& trainer, StepMetrics* m, double* loss, double* aux) = 0;
+  // Evaluation: the forwards of this rank's `count` validation micro-batches
+  // (trainer.read_eval_batch), no backward, no gradients; adds the cross-entropy of the
+  // micro-batches whose head it holds into *ce.
+  virtual Status evaluate(Trainer& trainer, int count, double* ce) = 0;
 };
 
 // Checkpointing, seen from the loop: called after every optimizer step. `final` is set

@@ -2,6 +2,10 @@
 #include "engine/train/step_metrics.h"
 
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -18,9 +22,10 @@ bool parallel(const StepMetrics& m) {
 std::string metrics_json(const StepMetrics& m) {
   // {} prints the shortest text that reads back to the same float: metrics are exact.
   std::string line = fmt::format(
-      "{{\"step\":{},\"loss\":{},\"lr\":{},\"grad_norm\":{},\"tokens\":{},\"step_ms\":{:.3f},"
+      "{{\"step\":{},\"loss\":{},\"lr\":{},\"grad_norm\":{},\"tokens\":{},\"step_ms\":{:.3f},\"time\":{:.3f},"
       "\"fwd_ms\":{:.3f},\"bwd_ms\":{:.3f},\"opt_ms\":{:.3f},\"data_ms\":{:.3f}",
-      m.step, m.loss, m.lr, m.grad_norm, m.tokens, m.step_ms, m.fwd_ms, m.bwd_ms, m.opt_ms, m.data_ms);
+      m.step, m.loss, m.lr, m.grad_norm, m.tokens, m.step_ms, m.time, m.fwd_ms, m.bwd_ms, m.opt_ms, m.data_ms);
+  if (m.val_loss >= 0) line += fmt::format(",\"val_loss\":{}", m.val_loss);
   if (m.save_stall_ms > 0) {
     line += fmt::format(",\"save_stall_ms\":{:.3f},\"save_mb_s\":{:.1f}", m.save_stall_ms, m.save_mb_per_s);
   }
@@ -94,17 +99,60 @@ std::string step_summary(const StepMetrics& m) {
   return out;
 }
 
+Status write_tensorboard(metrics::TbWriter& tb, const StepMetrics& m) {
+  auto put = [&](const std::string& tag, double value) { return tb.scalar(tag, m.step, static_cast<float>(value), m.time); };
+  PARTRAIN_RETURN_IF_ERROR(put("train/loss", m.loss));
+  if (m.val_loss >= 0) PARTRAIN_RETURN_IF_ERROR(put("val/loss", m.val_loss));
+  PARTRAIN_RETURN_IF_ERROR(put("train/lr", m.lr));
+  PARTRAIN_RETURN_IF_ERROR(put("train/grad_norm", m.grad_norm));
+  PARTRAIN_RETURN_IF_ERROR(put("perf/tokens_per_s", m.tokens_per_s));
+  PARTRAIN_RETURN_IF_ERROR(put("perf/step_ms", m.step_ms));
+  if (m.mfu > 0) PARTRAIN_RETURN_IF_ERROR(put("perf/mfu", m.mfu));
+  for (int c = 0; c < kNumMemCategories; ++c) {
+    PARTRAIN_RETURN_IF_ERROR(put(std::string("memory/peak_mib/") + mem_category_name(static_cast<MemCategory>(c)),
+                                 static_cast<double>(m.peak_bytes[static_cast<size_t>(c)]) / (1 << 20)));
+  }
+  for (int a = 0; a < kNumCommAxes; ++a) {
+    const AxisComm& x = m.axes[static_cast<size_t>(a)];
+    if (x.collectives == 0) continue;
+    const std::string name = comm_axis_name(static_cast<CommAxis>(a));
+    PARTRAIN_RETURN_IF_ERROR(put("comm/" + name + "_ms", x.comm_ms));
+    PARTRAIN_RETURN_IF_ERROR(put("comm/" + name + "_exposed_ms", x.exposed_ms));
+  }
+  if (m.experts > 0) {
+    PARTRAIN_RETURN_IF_ERROR(put("moe/aux_loss", m.aux_loss));
+    PARTRAIN_RETURN_IF_ERROR(put("moe/dropped_tokens", static_cast<double>(m.dropped_tokens)));
+  }
+  if (m.pp > 1) PARTRAIN_RETURN_IF_ERROR(put("pp/bubble_share", m.bubble_share));
+  return tb.flush();
+}
+
+void write_pending_metrics(const std::string& path, const std::string& line) {
+  std::ofstream(path + ".pending", std::ios::trunc) << line << '\n';
+}
+
 Status open_metrics(const std::string& path, int64_t resumed_at, std::ofstream* out) {
   std::vector<std::string> kept;
+  const std::string key = "{\"step\":";
+  auto step_of = [&key](const std::string& line) {
+    return line.rfind(key, 0) == 0 ? std::atoll(line.c_str() + key.size()) : -1;
+  };
   if (resumed_at > 0) {
     std::ifstream in(path);
     std::string line;
-    const std::string key = "{\"step\":";
     while (std::getline(in, line)) {
-      if (line.rfind(key, 0) != 0) continue;
-      if (std::atoll(line.c_str() + key.size()) <= resumed_at) kept.push_back(line);
+      const int64_t s = step_of(line);
+      if (s >= 0 && s <= resumed_at) kept.push_back(line);
+    }
+    // The process died after the step's checkpoint committed but before its line: the
+    // pending copy written before the save has it.
+    if (kept.empty() || step_of(kept.back()) != resumed_at) {
+      std::ifstream pending(path + ".pending");
+      if (std::getline(pending, line) && step_of(line) == resumed_at) kept.push_back(line);
     }
   }
+  std::error_code ec;
+  std::filesystem::remove(path + ".pending", ec);
   out->open(path, std::ios::trunc);
   if (!*out) return Status::io_error(path + ": cannot open for writing");
   for (const std::string& l : kept) *out << l << '\n';

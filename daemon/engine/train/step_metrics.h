@@ -11,6 +11,7 @@
 
 #include "common/status.h"
 #include "engine/backend.h"
+#include "metrics/tb_writer.h"
 
 namespace partrain::engine::train {
 
@@ -35,7 +36,9 @@ struct AxisComm {
 
 struct StepMetrics {
   int64_t step = 0;        // 1-based
+  double time = 0;         // wall clock at the step's end, seconds since the Unix epoch
   double loss = 0;         // mean over the global batch (cross-entropy + MoE aux)
+  double val_loss = -1;    // validation cross-entropy after this step; < 0: not evaluated
   float lr = 0;
   float grad_norm = 0;     // before clipping
   int64_t tokens = 0;      // tokens trained on so far, this step included
@@ -78,16 +81,23 @@ struct StepMetrics {
   std::array<size_t, kNumMemCategories> peak_bytes{};
 };
 
-// One metrics.jsonl line (no trailing newline). The collective fields only when the run is
+// One metrics.jsonl line (no trailing newline), its wall-clock `time` included. The collective fields only when the run is
 // parallel or some axis had collectives, `<axis>_comm_ms` / `<axis>_exposed_ms` only for
 // the axes that had some, `pp` and `bubble_share` only when pp > 1.
 std::string metrics_json(const StepMetrics& m);
 // The step line's tail after its throughput: the bubble, MoE routing, collective time and
 // its exposed part per axis, checkpoint stall; "" when there is none.
 std::string step_summary(const StepMetrics& m);
+// The step's scalars as TensorBoard plots them (train/loss, train/lr, train/grad_norm,
+// perf/tokens_per_s, perf/mfu, perf/step_ms, memory/peak_mib/<category>, comm/<axis>_ms and
+// comm/<axis>_exposed_ms, moe/aux_loss and moe/dropped_tokens, pp/bubble_share).
+Status write_tensorboard(metrics::TbWriter& tb, const StepMetrics& m);
 // Opens metrics.jsonl for a run resumed after step `resumed_at` (0: a fresh run): keeps the
 // lines of the steps up to it and drops those a crash left after it, so the file reads as
-// one uninterrupted run.
+// one uninterrupted run. A step's line is written after its save (it reports the save), so
+// a crash between the commit and the line would leave a hole at the resumed step: the
+// line as it stood before the save (write_pending_metrics, PATH.pending) fills it.
 Status open_metrics(const std::string& path, int64_t resumed_at, std::ofstream* out);
+void write_pending_metrics(const std::string& path, const std::string& line);
 
 }  // namespace partrain::engine::train

@@ -17,6 +17,7 @@
 
 #include "common/log.h"
 #include "common/trace.h"
+#include "common/units.h"
 #include "engine/model/hf_io.h"
 #include "engine/model/stage.h"
 #include "engine/train/grad_norm.h"
@@ -54,6 +55,7 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const RunOptions& options) {
                                        options.model.seq_len + 1));
   }
   t->sampler_ = std::make_unique<data::Sampler>(t->data_->num_windows(), tr.seed);
+  PARTRAIN_RETURN_IF_ERROR(t->open_validation());
   // The device, the model parts (initialised from the seed, or loaded), their optimizers.
   Result<std::unique_ptr<Backend>> be = make_backend(options.device, options.precision);
   if (!be) return be.status();
@@ -66,13 +68,29 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const RunOptions& options) {
   return t;
 }
 
+// The held-out shards, opened and checked as the training shards are.
+Status Trainer::open_validation() {
+  if (o_.data.val_files.empty()) return Status::ok();
+  if (o_.data.eval_batches < 1 || o_.data.eval_every < 0) {
+    return Status::invalid(fmt::format("[data] eval_batches {} / eval_every {}: eval_batches must be >= 1 "
+                                       "and eval_every >= 0", o_.data.eval_batches, o_.data.eval_every));
+  }
+  DataOptions val;
+  val.train_files = o_.data.val_files;
+  val.format = o_.data.format;
+  Result<std::shared_ptr<data::TokenDataset>> ds = data::TokenDataset::open(val, o_.model.vocab_size, o_.model.seq_len);
+  if (!ds) return ds.status();
+  if ((*ds)->num_windows() == 0) {
+    return Status::invalid(fmt::format("[data] val_files hold {} tokens, fewer than one sequence of seq_len + 1 = {}",
+                                       (*ds)->num_tokens(), o_.model.seq_len + 1));
+  }
+  val_ = *ds;
+  return Status::ok();
+}
+
 Status Trainer::create_parts() {
   const std::vector<model::StageOptions> stages =
       o_.stages.empty() ? std::vector<model::StageOptions>{model::StageOptions{}} : o_.stages;
-  if (!o_.init_path.empty() && !o_.stages.empty()) {
-    return Status::invalid("--init on pipeline stages is not supported: start from the weights on one rank, "
-                           "save a checkpoint, and resume it on the pipeline layout");
-  }
   std::array<int64_t, model::kNumViews> view_offset{};
   for (const model::StageOptions& stage : stages) {
     ModelPart part;
@@ -86,7 +104,6 @@ Status Trainer::create_parts() {
     for (int v = 0; v < model::kNumViews; ++v) {
       view_offset[static_cast<size_t>(v)] += part.views.size(static_cast<model::View>(v));
     }
-    if (!o_.init_path.empty()) PARTRAIN_RETURN_IF_ERROR(model::load_hf(*part.model, o_.init_path));
     Result<std::unique_ptr<AdamW>> opt = AdamW::create(part.model.get(), o_.train);
     if (!opt) return opt.status();
     part.opt = std::move(opt).value();
@@ -124,7 +141,7 @@ Trainer::~Trainer() {
   }
 }
 
-model::MicroBatch Trainer::read_micro_batch(int k, StepMetrics* m) {
+Result<model::MicroBatch> Trainer::read_micro_batch(int k, StepMetrics* m) {
   // Micro-batch k of dp rank d reads step*G + (k*D + d)*mb ..: the union over the D ranks
   // is the one-rank batch, and each sample keeps its dropout stream.
   const TrainOptions& tr = o_.train;
@@ -133,11 +150,24 @@ model::MicroBatch Trainer::read_micro_batch(int k, StepMetrics* m) {
   const auto t0 = Clock::now();
   {
     trace::Span span("data", trace::Lane::kCompute, k);
-    data::read_samples(*data_, *sampler_, first, tr.micro_batch, o_.model.seq_len, inputs_.data(),
-                       targets_.data());
+    PARTRAIN_RETURN_IF_ERROR(data::read_samples(*data_, *sampler_, first, tr.micro_batch, o_.model.seq_len,
+                                                inputs_.data(), targets_.data()));
   }
   m->data_ms += ms_since(t0);
-  return {inputs_.data(), targets_.data(), tr.micro_batch, first, step_};
+  return model::MicroBatch{inputs_.data(), targets_.data(), tr.micro_batch, first, step_};
+}
+
+Result<model::MicroBatch> Trainer::read_eval_batch(int j) {
+  const int b = o_.train.micro_batch, T = o_.model.seq_len;
+  const uint64_t first = (static_cast<uint64_t>(j) * o_.dp + o_.dp_rank) * b;
+  for (int i = 0; i < b; ++i) {
+    const size_t at = static_cast<size_t>(i) * T;
+    PARTRAIN_RETURN_IF_ERROR(
+        val_->read_window((first + i) % val_->num_windows(), inputs_.data() + at, targets_.data() + at));
+  }
+  model::MicroBatch batch{inputs_.data(), targets_.data(), b, first, step_};
+  batch.train = false;
+  return batch;
 }
 
 Status SequentialMicroBatches::run(Trainer& t, StepMetrics* m, double* loss, double* aux) {
@@ -146,7 +176,9 @@ Status SequentialMicroBatches::run(Trainer& t, StepMetrics* m, double* loss, dou
   StepHooks* hooks = t.hooks();
   const int accum = t.grad_accum();
   for (int k = 0; k < accum; ++k) {
-    const model::MicroBatch batch = t.read_micro_batch(k, m);
+    Result<model::MicroBatch> read = t.read_micro_batch(k, m);
+    if (!read) return read.status();
+    const model::MicroBatch& batch = *read;
     auto t0 = Clock::now();
     std::optional<trace::Span> span(std::in_place, "forward", trace::Lane::kCompute, k);
     Result<model::LossParts> parts = model.forward(batch);
@@ -172,6 +204,17 @@ Status SequentialMicroBatches::run(Trainer& t, StepMetrics* m, double* loss, dou
     *aux += parts->aux;
   }
   return hooks != nullptr ? hooks->part_grads_ready(0) : Status::ok();
+}
+
+Status SequentialMicroBatches::evaluate(Trainer& t, int count, double* ce) {
+  for (int j = 0; j < count; ++j) {
+    Result<model::MicroBatch> batch = t.read_eval_batch(j);
+    if (!batch) return batch.status();
+    Result<model::LossParts> parts = t.model().forward(*batch);
+    if (!parts) return parts.status();
+    *ce += parts->ce;
+  }
+  return Status::ok();
 }
 
 // A device fault (a failed CUDA or cuBLAS call, a kernel that faulted) stops the run at the
@@ -258,12 +301,35 @@ Result<StepMetrics> Trainer::step() {
   m.grad_norm = *norm;
   m.tokens = tokens_;
   m.step_ms = ms_since(t_step);
+  m.time = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   account(&m);
   if (!std::isfinite(m.loss)) {
     return Status::internal(fmt::format("step {}: loss is {}; lower [training] lr or raise "
                                         "warmup_steps", m.step, m.loss));
   }
   return m;
+}
+
+// Every micro-batch has b sequences of T tokens, so the mean of their mean cross-entropies is
+// the mean over every validation token; the hooks make it the global one (the head's stage,
+// the mean over dp) exactly as for the training loss.
+Result<double> Trainer::evaluate() {
+  if (val_ == nullptr) return Status::internal("evaluate() without [data] val_files");
+  trace::Span span("evaluate");
+  MicroBatchRunner& runner = runner_ != nullptr ? *runner_ : *sequential_;
+  double ce = 0.0;
+  PARTRAIN_RETURN_IF_ERROR(runner.evaluate(*this, eval_micro_batches(), &ce));
+  backend_->synchronize();
+  PARTRAIN_RETURN_IF_ERROR(device_status());
+  ce /= eval_micro_batches();
+  bool stop = false;  // every rank passes false: only the loss is reduced
+  if (hooks_ != nullptr) PARTRAIN_RETURN_IF_ERROR(hooks_->reduce_loss(&ce, &stop));
+  return ce;
+}
+
+bool Trainer::eval_due(int64_t step) const {
+  if (val_ == nullptr) return false;
+  return step == o_.train.steps || (o_.data.eval_every > 0 && step % o_.data.eval_every == 0);
 }
 
 // Throughput: the global batch's tokens over the step; MFU against every rank's peak.
@@ -278,22 +344,28 @@ void Trainer::account(StepMetrics* m) const {
   m->peak_bytes = backend_->memory().peak;
 }
 
-void Trainer::print_step(const StepMetrics& m) const {
-  if (o_.progress_bar) std::fputs("\r\033[K", stdout);  // erase the bar
-  std::printf("step %5lld/%lld | loss %.6f | lr %.3e | norm %.4f | %8.0f tok/s | %7.1f ms",
-              static_cast<long long>(m.step), static_cast<long long>(o_.train.steps), m.loss,
-              static_cast<double>(m.lr), static_cast<double>(m.grad_norm), m.tokens_per_s, m.step_ms);
-  if (m.mfu > 0) std::printf(" | MFU %.1f%%", 100 * m.mfu);
-  std::fputs(step_summary(m).c_str(), stdout);
-  std::fputc('\n', stdout);
-  if (o_.progress_bar) {
-    constexpr int kWidth = 30;
-    const int done = static_cast<int>(kWidth * m.step / std::max<int64_t>(1, o_.train.steps));
-    std::printf("[%s%s] %lld/%lld", std::string(static_cast<size_t>(done), '#').c_str(),
-                std::string(static_cast<size_t>(kWidth - done), '.').c_str(),
-                static_cast<long long>(m.step), static_cast<long long>(o_.train.steps));
-  }
-  std::fflush(stdout);
+// "step    50/100 | loss 2.345678 | val 2.401234 | lr 1.000e-03 | norm 0.4321 | 10.8K tok/s |
+// 24.3 ms | MFU 40.1% | ETA 1.2 min", then the step's parallel summary; on a terminal the
+// progress bar stays below the lines (log::set_status_line).
+void Trainer::print_step(const StepMetrics& m, double eta_ms) const {
+  std::string line = fmt::format("step {:>5}/{} | loss {:.6f}", m.step, o_.train.steps, m.loss);
+  if (m.val_loss >= 0) line += fmt::format(" | val {:.6f}", m.val_loss);
+  line += fmt::format(" | lr {:.3e} | norm {:.4f} | {} tok/s | {}", m.lr, m.grad_norm, human_count(m.tokens_per_s),
+                      human_ms(m.step_ms));
+  if (m.mfu > 0) line += fmt::format(" | MFU {:.1f}%", 100 * m.mfu);
+  if (eta_ms > 0) line += " | ETA " + human_ms(eta_ms);
+  log::print_line(line + step_summary(m));
+}
+
+// The progress bar: "[#########.....................] 30/100 steps, ETA 1.2 min".
+void Trainer::draw_progress(int64_t step, double eta_ms) const {
+  constexpr int kWidth = 30;
+  const int64_t steps = std::max<int64_t>(1, o_.train.steps);
+  const auto done = static_cast<size_t>(kWidth * std::min(step, steps) / steps);
+  std::string bar = fmt::format("[{}{}] {}/{} steps", std::string(done, '#'), std::string(kWidth - done, '.'),
+                                step, o_.train.steps);
+  if (eta_ms > 0) bar += ", ETA " + human_ms(eta_ms);
+  log::set_status_line(bar);
 }
 
 Status Trainer::run() {
@@ -305,27 +377,63 @@ Status Trainer::run() {
     if (ec) return Status::io_error(o_.run_dir + ": cannot create the run folder: " + ec.message());
     PARTRAIN_RETURN_IF_ERROR(open_metrics(o_.run_dir + "/metrics.jsonl", step_, &metrics));
   }
+  // TensorBoard's event files beside it (`tensorboard --logdir RUN_DIR/tb`); a new file per
+  // start, as TensorBoard expects of a resumed run.
+  std::unique_ptr<metrics::TbWriter> tb;
+  if (!o_.run_dir.empty()) {
+    Result<std::unique_ptr<metrics::TbWriter>> w = metrics::TbWriter::open(o_.run_dir + "/tb");
+    if (!w) return w.status();
+    tb = std::move(w).value();
+  }
   int64_t params = 0;
   for (const ModelPart& p : parts_) params += p.model->num_params();
   log::info("engine", "{}: {} parameters{}, {} on {}, global batch {} = {} x {} micro-batches x dp {}, {} tokens "
-            "in {} sequences", o_.name, params, o_.stages.empty() ? "" : " on this rank's stages",
-            o_.model.arch == Arch::kGpt2 ? "gpt2" : "llama", backend_->name(), tr.global_batch, tr.micro_batch,
-            accum_, o_.dp, data_->num_tokens(), data_->num_windows());
+            "in {} sequences{}", o_.name, human_count(static_cast<double>(params)),
+            o_.stages.empty() ? "" : " on this rank's stages", o_.model.arch == Arch::kGpt2 ? "gpt2" : "llama",
+            backend_->name(), tr.global_batch, tr.micro_batch, accum_, o_.dp,
+            human_count(static_cast<double>(data_->num_tokens())), human_count(static_cast<double>(data_->num_windows())),
+            val_ ? fmt::format("; validation on {} tokens {}", human_count(static_cast<double>(val_->num_tokens())),
+                               o_.data.eval_every > 0 ? fmt::format("every {} steps", o_.data.eval_every)
+                                                      : std::string("after the last step"))
+                 : std::string());
+  // The ETA: the steps left at this run's mean step time so far (checkpoints and
+  // evaluations included).
+  const int64_t first_step = step_;
+  const auto t_run = Clock::now();
+  const bool show_progress = o_.progress_bar && !o_.quiet;
+  if (show_progress) draw_progress(step_, 0);
+  struct EraseBar {  // however the loop ends
+    bool on;
+    ~EraseBar() { if (on) log::set_status_line(""); }
+  } erase_bar{show_progress};
   for (int64_t s = step_; s < tr.steps; ++s) {
     log::set_step(s + 1);
     Result<StepMetrics> m = step();
     if (!m) return m.status();
     // stop_ is the group's decision (reduce_loss), the same on every rank.
     const bool final = stop_ || m->step == tr.steps;
+    if (save_hook_ != nullptr && metrics.is_open()) write_pending_metrics(o_.run_dir + "/metrics.jsonl", metrics_json(*m));
     if (save_hook_ != nullptr) PARTRAIN_RETURN_IF_ERROR(save_hook_->after_step(*this, final, &*m));
+    // After the checkpoint, and not when stopping: a preempted job's grace time is for saving.
+    const bool stopping_early = stop_ && m->step < tr.steps;
+    if (eval_due(m->step) && !stopping_early) {
+      Result<double> val = evaluate();
+      if (!val) return val.status();
+      m->val_loss = *val;
+    }
     trace::end_step(m->step);  // after the save, so a traced step shows its checkpoint I/O
     if (metrics.is_open()) metrics << metrics_json(*m) << '\n' << std::flush;
-    if (!o_.quiet && (m->step % std::max(1, tr.log_every) == 0 || m->step == tr.steps)) print_step(*m);
-    if (stop_ && m->step < tr.steps) {
+    if (tb) PARTRAIN_RETURN_IF_ERROR(write_tensorboard(*tb, *m));
+    const double eta_ms = ms_since(t_run) / static_cast<double>(m->step - first_step) *
+                          static_cast<double>(tr.steps - m->step);
+    if (show_progress) draw_progress(m->step, eta_ms);
+    if (!o_.quiet && (m->step % std::max(1, tr.log_every) == 0 || m->step == tr.steps || m->val_loss >= 0)) {
+      print_step(*m, eta_ms);
+    }
+    if (stopping_early) {
       return Status::unavailable(fmt::format("stopped at step {} (SIGTERM/SIGINT)", m->step));
     }
   }
-  if (o_.progress_bar && !o_.quiet) std::fputs("\n", stdout);
   if (Status s = trace::flush(); !s) log::warn("engine", "{}", s.message());
   // Peak device memory per category, for comparison with the planner's estimate.
   const MemoryStats& mem = backend_->memory();

@@ -42,9 +42,8 @@ struct RunOptions {
   std::string run_dir;         // metrics.jsonl is written here; "" = no metrics file
   std::string device = "cpu";  // cpu | cuda | cuda:N
   std::string precision;       // fp32 | bf16 | "" (the device's default); see make_backend
-  std::string init_path;       // start from these weights (Hugging Face safetensors)
   std::string save_path;       // write the final weights here (Hugging Face safetensors)
-  bool progress_bar = false;   // redraw a bar under the step lines (stdout is a TTY)
+  bool progress_bar = false;   // a progress bar with ETA below the step lines (stdout is a TTY)
   bool quiet = false;          // no step lines (tests, and every rank but 0)
   // Data parallel: this rank reads its slice of every global batch and train.micro_batch
   // is the per-rank micro-batch. One rank: dp 1, dp_rank 0.
@@ -111,10 +110,19 @@ class Trainer {
   Result<StepMetrics> step();
   // Every step up to train.steps, with step lines, metrics.jsonl and --save.
   Status run();
+  // The validation loss ([data] val_files): the mean cross-entropy over eval_batches global
+  // batches of the held-out shards, the same on every rank and every layout.
+  Result<double> evaluate();
+  bool has_validation() const { return val_ != nullptr; }
 
   // Micro-batch k of the current step, read into the trainer's input buffers (valid until
   // the next call); its read time joins m->data_ms.
-  model::MicroBatch read_micro_batch(int k, StepMetrics* m);
+  Result<model::MicroBatch> read_micro_batch(int k, StepMetrics* m);
+  // This rank's validation micro-batch j (0 .. eval_micro_batches()): global samples
+  // (j*D + d)*b .. + b - 1 of the held-out shards, window = sample mod their windows,
+  // in order; evaluation mode (no dropout). Valid until the next read.
+  Result<model::MicroBatch> read_eval_batch(int j);
+  int eval_micro_batches() const { return o_.data.eval_batches * accum_; }
 
   std::vector<ModelPart>& parts() { return parts_; }
   // The first part: the whole model unless this rank holds pipeline stages.
@@ -137,13 +145,17 @@ class Trainer {
   Status create_parts();
   Result<float> clip_norm();
   Status device_status();
+  Status open_validation();
+  bool eval_due(int64_t step) const;
   void account(StepMetrics* m) const;
-  void print_step(const StepMetrics& m) const;
+  void print_step(const StepMetrics& m, double eta_ms) const;
+  void draw_progress(int64_t step, double eta_ms) const;
 
   RunOptions o_;
   std::unique_ptr<Backend> backend_;
   std::vector<ModelPart> parts_;
   std::shared_ptr<data::TokenDataset> data_;
+  std::shared_ptr<data::TokenDataset> val_;  // null: no [data] val_files
   std::unique_ptr<data::Sampler> sampler_;
   StepHooks* hooks_ = nullptr;
   MicroBatchRunner* runner_ = nullptr;
@@ -161,6 +173,7 @@ class Trainer {
 class SequentialMicroBatches final : public MicroBatchRunner {
  public:
   Status run(Trainer& trainer, StepMetrics* m, double* loss, double* aux) override;
+  Status evaluate(Trainer& trainer, int count, double* ce) override;
 };
 
 }  // namespace partrain::engine::train
