@@ -249,8 +249,9 @@ void print_text(const Report& r, bool all_ranks) {
               plural(r.view.gpus_per_node, "GPU").c_str(),
               std::string(distribution_name(r.view.distribution)).c_str(),
               r.view.switches ? ", switch tree given" : "");
-  std::printf("world %s = tp%d x cp%d x dp%d x pp%d; ep%d inside dp; TP groups %s\n\n",
+  std::printf("world %s = tp%d x cp%d x dp%d x pp%d; ep%d inside %s; TP groups %s\n\n",
               plural(l.world(), "rank").c_str(), l.tp(), l.cp(), l.dp(), l.pp(), l.ep(),
+              l.cp() > 1 ? "dp x cp" : "dp",
               r.aware.tp_domain_local ? "each inside one NVLink domain"
                                       : "NOT all inside one NVLink domain");
   auto row = [&](int rank) {

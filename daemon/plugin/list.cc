@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "plugin/child_probe.h"
+#include "plugin/context_loader.h"
 #include "plugin/data_loader.h"
 #include "plugin/expert_loader.h"
 #include "plugin/schedule_loader.h"
@@ -39,7 +40,10 @@ ListEntry describe_library(const std::string& path) {
   Result<std::unique_ptr<DataPlugin>> p = DataPlugin::open(entry.path);
   entry.status = p ? Status::ok() : p.status();
   if (p) entry.info = (*p)->info();
-  if (!p) (void)(describe<SchedulePlugin>(&entry) || describe<TensorPlugin>(&entry) || describe<ExpertPlugin>(&entry));
+  if (!p) {
+    (void)(describe<SchedulePlugin>(&entry) || describe<TensorPlugin>(&entry) || describe<ExpertPlugin>(&entry) ||
+           describe<ContextPlugin>(&entry));
+  }
   return entry;
 }
 

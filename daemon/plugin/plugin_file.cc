@@ -24,6 +24,7 @@ const char* family_name(int family) {
     case PARTRAIN_FAMILY_TENSOR: return "tensor";
     case PARTRAIN_FAMILY_PIPELINE: return "pipeline";
     case PARTRAIN_FAMILY_EXPERT: return "expert";
+    case PARTRAIN_FAMILY_CONTEXT: return "context";
     default: return "unknown";
   }
 }

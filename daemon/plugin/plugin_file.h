@@ -22,7 +22,7 @@ struct PluginInfo {
   int abi_version = 0;  // the N of the symbol it was loaded through
 };
 
-// "data", "tensor", "pipeline", "expert", or "unknown" for a PARTRAIN_FAMILY_* value.
+// "data", "tensor", "pipeline", "expert", "context", or "unknown" for a PARTRAIN_FAMILY_* value.
 const char* family_name(int family);
 
 // Refuses (invalid, naming the path and the fix) a regular file or directory writable by

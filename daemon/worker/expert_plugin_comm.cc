@@ -68,14 +68,6 @@ Status ExpertPluginComm::step_end(partrain_expert_stats_v1_t* stats) {
   return status_;
 }
 
-size_t replicated_numel(const engine::model::ParamTable& table, int ep) {
-  size_t n = 0;
-  for (const engine::model::ParamSpec& spec : table.specs()) {
-    if (!(spec.expert && ep > 1)) n += static_cast<size_t>(spec.numel());
-  }
-  return n;
-}
-
 Status reduce_expert_grads(ExpertPluginComm& comm, engine::model::Model& model, float scale) {
   const auto& specs = model.table().specs();
   float* grads = model.grads().ptr<float>();

@@ -42,7 +42,13 @@ Result<Strategies> load_strategies(const config::JobConfig& job, const Layout& l
     if (!e) return e.status();
     s.expert = std::move(e).value();
   }
-  if (layout.dp() > 1) {
+  if (layout.cp() > 1) {  // the spec's cpimpl=NAME
+    Result<Loaded<plugin::ContextPlugin>> c = load<plugin::ContextPlugin>(plugin_dir, job.parallelism.cp_impl, job, log);
+    if (!c) return c.status();
+    s.context = std::move(c).value();
+  }
+  // The data plugin reduces the gradients of the dp x cp group (cp ranks hold the same weights).
+  if (layout.dp() * layout.cp() > 1) {
     std::string name = job.parallelism.zero > 0 ? fmt::format("zero{}", job.parallelism.zero) : "dp";
     if (const char* v = std::getenv("PARTRAIN_DATA_PLUGIN"); v != nullptr && *v != '\0') name = v;
     Result<Loaded<plugin::DataPlugin>> d = load<plugin::DataPlugin>(plugin_dir, name, job, log);

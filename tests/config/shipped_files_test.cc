@@ -99,6 +99,15 @@ TEST(ShippedFiles, MoeExampleHasFourExpertsTopTwo) {
   EXPECT_EQ(job->model.moe_top_k, 2);
 }
 
+// The long-context example asks for cp4 and cuts into its 8 chunks.
+TEST(ShippedFiles, LongContextExampleIsContextParallel) {
+  auto job = load_job((kEtc / "examples/long-context.toml").string());
+  ASSERT_TRUE(job.is_ok()) << job.status().message();
+  EXPECT_EQ(job->parallelism.cp, 4);
+  EXPECT_EQ(job->parallelism.cp_impl, "ring");
+  EXPECT_EQ(job->model.seq_len % (2 * job->parallelism.cp), 0);
+}
+
 TEST(ShippedFiles, EveryExampleLoads) {
   int count = 0;
   for (const auto& entry : std::filesystem::directory_iterator(kEtc / "examples")) {

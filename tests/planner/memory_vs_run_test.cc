@@ -229,7 +229,13 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"llama_tp2_full_mb4", "llama-tiny", "full", 4, 2, "tp2"},
                       Case{"llama_tp2_nosp_selective", "llama-tiny", "selective", 8, 2, "tp2,nosp"},
                       Case{"gpt2_tp2_dp2", "tiny", "none", 4, 4, "tp2,dp2"},
-                      Case{"llama_tp2_zero1_dp2", "llama-tiny", "none", 8, 4, "tp2,dp2,zero1"}),
+                      Case{"llama_tp2_zero1_dp2", "llama-tiny", "none", 8, 4, "tp2,dp2,zero1"},
+                      // Experts: ZeRO with ep (dense over dp, experts over expert-dp), and
+                      // experts whole per tp rank (with and without sequence parallelism).
+                      Case{"moe_ep2_dp4_zero1_mb2", "moe-tiny", "none", 2, 4, "ep2,dp4,zero1"},
+                      Case{"moe_ep2_dp4_zero3_mb2", "moe-tiny", "selective", 2, 4, "ep2,dp4,zero3"},
+                      Case{"moe_tp2_ep2", "moe-tiny", "none", 8, 4, "tp2,ep2"},
+                      Case{"moe_tp2_ep2_nosp_full", "moe-tiny", "full", 8, 4, "tp2,ep2,nosp"}),
     [](const ::testing::TestParamInfo<Case>& p) { return std::string(p.param.name); });
 
 // Pipeline layouts: every rank against the plan's figures for its own stage (pp is the
@@ -264,7 +270,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"gpt2_pp2_dp2_zero3_mb2", "tiny", "none", 2, 4, "pp2,dp2,zero3"},
                       Case{"gpt2_pp2_zbh1_mb2", "tiny", "none", 2, 2, "pp2,sched=zbh1"},
                       Case{"gpt2_l4_pp2_interleaved_mb2", "tiny", "selective", 2, 2,
-                           "pp2,sched=interleaved:2", 4}),
+                           "pp2,sched=interleaved:2", 4},
+                      Case{"moe_ep2_pp2_dp4_zero1_mb2", "moe-tiny", "none", 2, 8, "ep2,pp2,zero1"},
+                      Case{"moe_tp2_ep2_pp2_mb2", "moe-tiny", "none", 2, 8, "tp2,ep2,pp2"}),
     [](const ::testing::TestParamInfo<Case>& p) { return std::string(p.param.name); });
 
 }  // namespace

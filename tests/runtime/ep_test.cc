@@ -114,10 +114,9 @@ TEST_F(Runtime, EpCheckpointResumesOnAnotherEp) {
   expect_same_routing(one.metrics, dir_ + "/ep/metrics.jsonl", "ep2 -> ep4 resume");
 }
 
-// Layouts refused with exit 2 and a message naming the fix: the layout core's (experts %
-// ep, ep not dividing dp, ep on a dense model) before any worker starts, the runtime's
-// (ep with tp or ZeRO, also inside pipeline stages) from the workers. (ep with pp runs:
-// ep_pp_test.cc; ZB-H1 on MoE blocks too: compose_test.cc.)
+// Layouts refused with exit 2 and a message naming the fix, by the layout core (experts %
+// ep, ep not dividing dp, ep on a dense model) before any worker starts. (ep with pp runs:
+// ep_pp_test.cc; with tp, ZeRO and ZB-H1: compose_test.cc.)
 TEST_F(Runtime, BadEpLayoutsAreRefused) {
   struct Bad {
     std::string spec, nproc, global_batch, says;
@@ -128,10 +127,6 @@ TEST_F(Runtime, BadEpLayoutsAreRefused) {
       {"dp3,ep2", "3", "24", "ep2 does not divide dp3 (experts are sharded inside each data-parallel "
                              "group); use an ep that divides 3", false},
       {"dp2,ep2", "2", "16", "ep2 shards experts, but the model has none; drop ep2", true},
-      {"tp2,dp2,ep2", "4", "16", "expert parallelism runs with plain data and pipeline parallelism "
-                                 "only (tp1, zero0) in this version; drop tp/zeroN, or drop ep", false},
-      {"dp2,ep2,zero1", "2", "16", "drop tp/zeroN, or drop ep", false},
-      {"tp2,pp2,dp2,ep2", "8", "16", "drop tp/zeroN, or drop ep", false},
   };
   for (const Bad& b : bad) {
     std::string job = moe_job(dir_, "1.0");

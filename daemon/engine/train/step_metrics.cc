@@ -13,7 +13,9 @@ namespace partrain::engine::train {
 
 namespace {
 
-bool parallel(const StepMetrics& m) { return m.dp > 1 || m.tp > 1 || m.pp > 1 || m.collectives > 0; }
+bool parallel(const StepMetrics& m) {
+  return m.dp > 1 || m.tp > 1 || m.pp > 1 || m.cp > 1 || m.collectives > 0;
+}
 
 }  // namespace
 
@@ -55,6 +57,7 @@ std::string metrics_json(const StepMetrics& m) {
                         "\"collectives\":{},\"dp\":{}", m.comm_ms, m.exposed_ms, share,
                         m.collectives, m.dp);
     if (m.tp > 1) line += fmt::format(",\"tp\":{}", m.tp);
+    if (m.cp > 1) line += fmt::format(",\"cp\":{}", m.cp);
     for (int a = 0; a < kNumCommAxes; ++a) {
       const AxisComm& x = m.axes[static_cast<size_t>(a)];
       if (x.collectives == 0) continue;

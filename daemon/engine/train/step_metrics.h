@@ -26,8 +26,9 @@ inline const char* comm_axis_name(CommAxis a) {
 }
 
 // One axis' collectives in a step. comm_ms: the time they took (dp: first started to last
-// finished; tp: the time inside them); exposed_ms: the part this rank waited for them,
-// not hidden behind compute (<= comm_ms).
+// finished; tp: the time inside them; cp: the time K/V transfers were in flight, each from
+// its start to the end of its wait); exposed_ms: the part this rank waited for them, not hidden behind compute
+// (<= comm_ms).
 struct AxisComm {
   double comm_ms = 0, exposed_ms = 0;
   int collectives = 0;
@@ -44,7 +45,7 @@ struct StepMetrics {
   double step_ms = 0, fwd_ms = 0, bwd_ms = 0, opt_ms = 0;
   double data_ms = 0;      // reading the step's samples (the data-loading share of step_ms)
   // The layout's degrees, for the keys that only a parallel run writes.
-  int dp = 1, tp = 1, pp = 1, ep = 1;
+  int dp = 1, tp = 1, pp = 1, ep = 1, cp = 1;
   // Collectives of the step, per axis and in total: comm_ms, exposed_ms and collectives
   // are the sums over the axes (add_comm keeps them so).
   std::array<AxisComm, kNumCommAxes> axes{};

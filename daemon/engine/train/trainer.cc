@@ -91,17 +91,19 @@ Status Trainer::open_validation() {
 Status Trainer::create_parts() {
   const std::vector<model::StageOptions> stages =
       o_.stages.empty() ? std::vector<model::StageOptions>{model::StageOptions{}} : o_.stages;
-  int64_t view_offset = 0;
+  std::array<int64_t, model::kNumViews> view_offset{};
   for (const model::StageOptions& stage : stages) {
     ModelPart part;
     part.view_offset = view_offset;
-    const int64_t numel = model::build_stage_table(o_.model, o_.tp, o_.ep, stage).total();
+    part.views = model::PartViews(model::build_stage_table(o_.model, o_.tp, o_.ep, stage), o_.ep.size > 1);
     Result<std::unique_ptr<model::Model>> m =
         model::Model::create(o_.model, backend_.get(), o_.train.micro_batch, o_.train.seed,
-                             shard_of_part(o_.shard, view_offset, numel), o_.tp, o_.ep, stage);
+                             shard_of_part(o_.shard, part.views, view_offset), o_.tp, o_.ep, stage, o_.cp);
     if (!m) return m.status();
     part.model = std::move(m).value();
-    view_offset += numel;
+    for (int v = 0; v < model::kNumViews; ++v) {
+      view_offset[static_cast<size_t>(v)] += part.views.size(static_cast<model::View>(v));
+    }
     Result<std::unique_ptr<AdamW>> opt = AdamW::create(part.model.get(), o_.train);
     if (!opt) return opt.status();
     part.opt = std::move(opt).value();
@@ -110,11 +112,20 @@ Status Trainer::create_parts() {
   return Status::ok();
 }
 
-model::ShardOptions shard_of_part(const model::ShardOptions& shard, int64_t view_offset, int64_t numel) {
-  model::ShardOptions s = shard;
+model::ShardOptions shard_of_part(const model::ViewShards& shard, const model::PartViews& views,
+                                  const std::array<int64_t, model::kNumViews>& view_offset) {
+  model::ShardOptions s;
+  s.stage = shard.stage;
+  s.prefetch = shard.prefetch;
   if (s.stage == 0) return s;
-  s.begin = std::clamp<int64_t>(shard.begin - view_offset, 0, numel);
-  s.end = std::clamp<int64_t>(shard.end - view_offset, s.begin, numel);
+  for (int v = 0; v < model::kNumViews; ++v) {
+    const size_t i = static_cast<size_t>(v);
+    const model::FlatRange& r = shard.view[i];
+    for (const model::FlatRange& f : views.flat_ranges(static_cast<model::View>(v), r.begin - view_offset[i],
+                                                       r.end - view_offset[i])) {
+      s.ranges.push_back(f);
+    }
+  }
   return s;
 }
 
@@ -261,6 +272,7 @@ Result<StepMetrics> Trainer::step() {
   m.tp = o_.tp.size;
   m.pp = o_.pp;
   m.ep = o_.ep.size;
+  m.cp = o_.cp.size;
   // The layout's collectives make the gradients, loss, routing and stop flag the global
   // batch's and the group's.
   stop_ = o_.stop != nullptr && o_.stop->load();
