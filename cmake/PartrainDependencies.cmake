@@ -9,6 +9,9 @@ find_package(tomlplusplus REQUIRED)
 # CLI11 and fmt: header/config packages.
 find_package(CLI11 REQUIRED)
 find_package(fmt REQUIRED)
+# nlohmann-json: the JSON parser of every safetensors header, trace and metrics file
+# (header only; engine/io/json.cc wraps it).
+find_package(nlohmann_json 3.10 REQUIRED)
 # RocksDB (only the coordinator's state store links it), the shared library: Debian's
 # config names the static archive RocksDB::rocksdb and the .so RocksDB::rocksdb-shared,
 # and a package depends on the library package only when it links the .so.

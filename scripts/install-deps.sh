@@ -9,6 +9,8 @@ packages=(
   libtomlplusplus-dev librocksdb-dev libboost-dev libgloo-dev libopenblas-dev
   libslurm-dev libcli11-dev libfmt-dev libgtest-dev libgmock-dev
   libhwloc-dev
+  nlohmann-json3-dev  # the JSON parser of safetensors headers, traces and metrics
+  clang libclang-rt-dev  # libFuzzer + sanitizers for the fuzz targets (-DPARTRAIN_FUZZ=ON)
   libssl-dev  # libcrypto: HMAC-SHA256 for the authenticated rendezvous
   # tokenizers: PCRE2 (pre-tokenizer patterns), SentencePiece (library, spm_train/spm_encode)
   libpcre2-dev libsentencepiece-dev sentencepiece

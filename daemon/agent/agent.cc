@@ -95,12 +95,14 @@ struct ResolvedJob {
   Placement place;
   planner::RunAccounting acct;             // MFU: the model's FLOPs per token, one rank's peak
   std::vector<std::string> gpus;           // each local worker's CUDA_VISIBLE_DEVICES; "" = the agent's
+  std::chrono::milliseconds progress_timeout{600000};  // the site config's [agent] progress_timeout
 };
 
-Result<config::JobConfig> load_job(const AgentOptions& o) {
+Result<config::JobConfig> load_job(const AgentOptions& o, config::SiteConfig* site_out) {
   Result<config::SiteConfig> site = config::load_site_config(o.site_config);
   if (!site) return site.status();
   config::apply_log_level(*site);
+  *site_out = *site;
   config::Overrides ov;
   if (!o.spec.empty()) ov.spec = o.spec;
   if (o.steps > 0) ov.steps = o.steps;
@@ -139,7 +141,8 @@ Result<std::vector<std::string>> bind_gpus(const config::JobConfig& job, int loc
 }
 
 Result<ResolvedJob> resolve(const AgentOptions& o) {
-  Result<config::JobConfig> job = load_job(o);
+  config::SiteConfig site;
+  Result<config::JobConfig> job = load_job(o, &site);
   if (!job) return job.status();
   Result<Placement> place = placement_from(o, environment());
   if (!place) return config_error(place.status());
@@ -150,7 +153,8 @@ Result<ResolvedJob> resolve(const AgentOptions& o) {
   if (!acct) return config_error(acct.status());
   Result<std::vector<std::string>> gpus = bind_gpus(*job, static_cast<int>(place->node_ranks.size()));
   if (!gpus) return gpus.status();
-  return ResolvedJob{std::move(job).value(), std::move(place).value(), *acct, std::move(gpus).value()};
+  return ResolvedJob{std::move(job).value(), std::move(place).value(), *acct, std::move(gpus).value(),
+                     std::chrono::seconds(site.progress_timeout)};
 }
 
 // ---- 2. The secret, and the rendezvous store on the coordinator node.
@@ -366,7 +370,8 @@ Result<GroupEnd> run_worker_groups(const AgentOptions& o, const ResolvedJob& rj,
                                    .num_nodes = rj.place.num_nodes,
                                    .restarts = restarts,
                                    .max_restarts = max_restarts,
-                                   .stop_grace = o.stop_grace};
+                                   .stop_grace = o.stop_grace,
+                                   .progress_timeout = rj.progress_timeout};
     Result<GroupEnd> end = supervise(group, context);
     if (*committer) (*committer)->stop();
     if (!end || *end != GroupEnd::kRestart) return end;

@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "agent/progress_watch.h"
 #include "common/exit_codes.h"
 #include "common/log.h"
 #include "common/stop_signal.h"
@@ -32,7 +33,7 @@ struct Cause {
 class Supervision {
  public:
   Supervision(WorkerGroup& group, const SuperviseContext& c)
-      : group_(group), c_(c), restart_key_(fmt::format("restart/{}", c.restarts + 1)) {}
+      : group_(group), c_(c), restart_key_(fmt::format("restart/{}", c.restarts + 1)), watch_(pipes(group)) {}
 
   Result<GroupEnd> run() {
     while (group_.running() > 0) {
@@ -49,6 +50,7 @@ class Supervision {
       if (std::optional<HeartbeatFailure> f = c_.heartbeat->failure()) {
         return abort({f->why, kExitRetryable}, !f->store_lost);
       }
+      if (std::optional<Cause> stall = no_progress()) return end_with(*stall);
       std::this_thread::sleep_for(milliseconds(50));
     }
     return stopped_ ? GroupEnd::kStopped : GroupEnd::kFinished;
@@ -125,6 +127,29 @@ class Supervision {
     return true;
   }
 
+  static std::vector<std::pair<int, int>> pipes(const WorkerGroup& g) {
+    std::vector<std::pair<int, int>> out;
+    for (size_t i = 0; i < g.pids().size(); ++i) {
+      out.emplace_back(g.pids()[i].first, i < g.progress_fds().size() ? g.progress_fds()[i] : -1);
+    }
+    return out;
+  }
+
+  // The watchdog: a running rank silent for longer than progress_timeout.
+  std::optional<Cause> no_progress() {
+    if (c_.progress_timeout.count() <= 0) return std::nullopt;
+    const Clock::time_point now = Clock::now();
+    watch_.drain(now);
+    std::optional<ProgressWatch::Stall> s =
+        watch_.stalled(c_.progress_timeout, [this](size_t i) { return group_.alive(i); }, now);
+    if (!s) return std::nullopt;
+    return Cause{fmt::format("rank {} made no progress for {} s (step {}, {}): it is stopped or hung, or waits "
+                             "for a peer that is; [agent] progress_timeout is {} s",
+                             s->rank, std::chrono::duration_cast<std::chrono::seconds>(s->silent).count(), s->step,
+                             s->phase, std::chrono::duration_cast<std::chrono::seconds>(c_.progress_timeout).count()),
+                 kExitRetryable};
+  }
+
   void forward_stop_signal() {
     if (const int sig = take_stop_signal(); sig != 0 && !stopping_) {
       log::warn("agent", "{} received{}: workers save and stop at the next step boundary", sigabbrev_np(sig),
@@ -142,6 +167,7 @@ class Supervision {
   bool stopped_ = false;   // a rank stopped at a step boundary
   Clock::time_point stop_sent_{};
   int polls_ = 0;
+  ProgressWatch watch_;
 };
 
 }  // namespace

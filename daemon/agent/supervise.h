@@ -11,7 +11,10 @@
 //   3. SIGTERM/SIGINT to the agent: forwarded once to every worker, which stop at the next
 //      step boundary and exit 75; after `stop_grace` they are killed;
 //   4. the heartbeat's failure (heartbeat.h): a lost peer, a silent store, another node's
-//      abort.
+//      abort;
+//   5. the watchdog (progress_watch.h): a local rank that reported no progress for
+//      `progress_timeout` (SIGSTOP, a stuck collective) ends the job with exit 75, naming
+//      the rank, its step and its phase.
 // Whatever ends the group badly kills every worker of this node first (one kill of the
 // process group) and, unless the store is what failed, sets job/abort for the other nodes.
 //
@@ -47,6 +50,9 @@ struct SuperviseContext {
   int max_restarts = 0;  // [checkpoint] max_restarts
   // After SIGTERM/SIGINT is forwarded, how long the workers have. Default: 60 s.
   std::chrono::milliseconds stop_grace{60000};
+  // How long a rank may report no progress before the job is ended (0: never). Default:
+  // 600 s, the site config's [agent] progress_timeout.
+  std::chrono::milliseconds progress_timeout{600000};
 };
 
 // Supervises `group` until every worker ended. A Status when the group failed (the

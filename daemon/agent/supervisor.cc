@@ -1,6 +1,7 @@
 // See supervisor.h.
 #include "agent/supervisor.h"
 
+#include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -14,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "agent/cpu_binding.h"
+#include "common/progress.h"
 #include "common/log.h"
 
 extern char** environ;
@@ -25,8 +27,6 @@ std::string WorkerExit::describe() const {
   const char* name = sigabbrev_np(code);
   return fmt::format("killed by signal {} (SIG{})", code, name != nullptr ? name : "?");
 }
-
-WorkerGroup::~WorkerGroup() { kill_all(); }
 
 Status WorkerGroup::spawn(const std::string& binary, const std::vector<std::string>& args,
                           const std::vector<WorkerSpec>& specs) {
@@ -46,6 +46,13 @@ Status WorkerGroup::spawn(const std::string& binary, const std::vector<std::stri
       if (eq != nullptr) env[std::string(*e, static_cast<size_t>(eq - *e))] = eq + 1;
     }
     for (const auto& [k, v] : w.env) env[k] = v;
+    // The progress pipe: both ends close on exec, the child clears that flag on its write end.
+    int progress[2] = {-1, -1};
+    if (::pipe2(progress, O_CLOEXEC) == 0) {
+      env[progress::kFdVariable] = std::to_string(progress[1]);
+    } else {
+      log::warn("agent", "rank {}: no progress pipe ({}); the watchdog cannot see it", w.rank, std::strerror(errno));
+    }
     std::vector<std::string> env_strings;
     for (const auto& [k, v] : env) env_strings.push_back(k + "=" + v);
     std::vector<char*> envp, argv;
@@ -64,6 +71,9 @@ Status WorkerGroup::spawn(const std::string& binary, const std::vector<std::stri
     const pid_t pgid = pgid_;
     const pid_t pid = ::fork();
     if (pid < 0) {
+      for (int fd : progress) {
+        if (fd >= 0) ::close(fd);
+      }
       return Status::unavailable(fmt::format("cannot start the worker of rank {}: fork: {}", w.rank,
                                              std::strerror(errno)));
     }
@@ -72,6 +82,7 @@ Status WorkerGroup::spawn(const std::string& binary, const std::vector<std::stri
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);
       if (::getppid() != agent) ::_exit(75);  // the agent died before prctl
       if (bind) ::sched_setaffinity(0, sizeof mine, &mine);
+      if (progress[1] >= 0) ::fcntl(progress[1], F_SETFD, 0);
       ::execve(binary.c_str(), argv.data(), envp.data());
       ::_exit(127);
     }
@@ -79,6 +90,9 @@ Status WorkerGroup::spawn(const std::string& binary, const std::vector<std::stri
     if (pgid_ == 0) pgid_ = pid;
     pids_.emplace_back(w.rank, pid);
     alive_.push_back(true);
+    if (progress[1] >= 0) ::close(progress[1]);
+    if (progress[0] >= 0) ::fcntl(progress[0], F_SETFL, O_NONBLOCK);
+    progress_fds_.push_back(progress[0]);
   }
   return Status::ok();
 }
@@ -114,6 +128,13 @@ void WorkerGroup::kill_all() {
     while (::waitpid(pids_[i].second, &status, 0) < 0 && errno == EINTR) {
     }
     alive_[i] = false;
+  }
+}
+
+WorkerGroup::~WorkerGroup() {
+  kill_all();
+  for (int fd : progress_fds_) {
+    if (fd >= 0) ::close(fd);
   }
 }
 

@@ -36,7 +36,8 @@ class WorkerGroup {
   WorkerGroup& operator=(const WorkerGroup&) = delete;
 
   // Starts `binary args...` for each spec, each bound to its local rank's block of whole
-  // cores (cpu_binding.h). Workers die with the agent (PR_SET_PDEATHSIG).
+  // cores (cpu_binding.h), with a pipe to report its progress on (PARTRAIN_PROGRESS_FD,
+  // common/progress.h). Workers die with the agent (PR_SET_PDEATHSIG).
   Status spawn(const std::string& binary, const std::vector<std::string>& args,
                const std::vector<WorkerSpec>& specs);
 
@@ -48,11 +49,16 @@ class WorkerGroup {
   void kill_all();
   int running() const;
   const std::vector<std::pair<int, pid_t>>& pids() const { return pids_; }  // (rank, pid)
+  // The read end of each worker's progress pipe (non-blocking), in pids() order; -1 when
+  // it could not be made. Closed with the group.
+  const std::vector<int>& progress_fds() const { return progress_fds_; }
+  bool alive(size_t i) const { return alive_[i]; }
 
  private:
   pid_t pgid_ = 0;
   std::vector<std::pair<int, pid_t>> pids_;
   std::vector<bool> alive_;
+  std::vector<int> progress_fds_;
 };
 
 }  // namespace partrain::agent

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,7 @@
 #include "engine/backend.h"
 #include "engine/model/hf_io.h"
 #include "engine/model/model.h"
+#include "store/folder_manifest.h"
 #include "store/shard_file.h"
 #include "store/state_store.h"
 
@@ -62,6 +64,16 @@ int run_list(const CkptArgs& a) {
                 static_cast<unsigned long long>(c.state.epoch), c.pieces.size(),
                 c.state.layout.empty() ? "one rank" : c.state.layout.c_str(),
                 &c == &o->checkpoints.front() ? "  (newest)" : "");
+  }
+  // Folders the store does not list but whose manifest records a commit (the store lost
+  // them): the next start takes each back when its pieces verify.
+  std::set<int64_t> listed;
+  for (const store::Checkpoint& c : o->checkpoints) listed.insert(c.state.step);
+  Result<std::vector<int64_t>> folders = store::list_step_folders(o->root);
+  for (int64_t step : folders ? *folders : std::vector<int64_t>{}) {
+    if (listed.count(step) || !store::read_folder_manifest(o->root, step)) continue;
+    std::printf("%8lld  not in the state store, but its folder manifest records a commit: the next start takes it "
+                "back if every piece verifies\n", static_cast<long long>(step));
   }
   return kExitOk;
 }
@@ -112,13 +124,14 @@ void register_ckpt(CLI::App& app, CommandResult* result) {
   list->callback([args, result] { result->exit_code = run_list(*args); });
   CLI::App* verify = ckpt->add_subcommand("verify", "Check every piece's size and CRC-32C.");
   verify->add_option("run_dir", args->run_dir, "run folder, or the [checkpoint] dir")->required();
-  verify->add_option("--step", args->step, "only this step's checkpoint");
+  verify->add_option("--step", args->step, "only this step's checkpoint")->check(CLI::NonNegativeNumber);
   verify->callback([args, result] { result->exit_code = run_verify(*args); });
   CLI::App* exp = ckpt->add_subcommand("export", "Write one checkpoint's weights as safetensors (Hugging Face names), or a Hugging Face folder with --hf.");
   exp->add_option("run_dir", args->run_dir, "run folder, or the [checkpoint] dir")->required();
   exp->add_option("--job", args->job, "the job file the run trained (for [model])")->required()->check(CLI::ExistingFile);
   add_export_options(exp, &args->target);
-  exp->add_option("--step", args->step, "the checkpoint's step (default: the newest)");
+  exp->add_option("--step", args->step, "the checkpoint's step (default: the newest that verifies)")
+      ->check(CLI::NonNegativeNumber);
   exp->callback([args, result] { result->exit_code = run_export(*args); });
 }
 

@@ -24,6 +24,7 @@
 
 #include "cli/commands.h"
 #include "common/exit_codes.h"
+#include "common/read_file.h"
 #include "cli/fail.h"
 #include "common/units.h"
 #include "engine/data/dataset.h"
@@ -49,12 +50,10 @@ struct EncodeArgs {
 };
 
 
+// A text to encode: a regular file (a FIFO or device is refused at once) of at most 1 GiB
+// (its tokens take four times that in memory); split a larger corpus into several files.
 Result<std::string> read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::not_found(fmt::format("{}: cannot open text file", path));
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) return Status::io_error(fmt::format("{}: read failed", path));
-  return text;
+  return read_regular_file(path, "text file", size_t{1} << 30);
 }
 
 // One line, redrawn in place on a terminal: 45% 123.4 MiB / 270.0 MiB ...

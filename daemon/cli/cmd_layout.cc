@@ -6,6 +6,7 @@
 //   partrain layout --partrain=tp4,pp2 --nodes 8 --gpus-per-node 8 [--distribution cyclic]
 //                   [--nvlink-domain D] [--topology topology.conf] [--json]
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -248,8 +249,9 @@ void print_text(const Report& r, bool all_ranks) {
               plural(r.view.gpus_per_node, "GPU").c_str(),
               std::string(distribution_name(r.view.distribution)).c_str(),
               r.view.switches ? ", switch tree given" : "");
-  std::printf("world %s = tp%d x cp%d x dp%d x pp%d; ep%d inside dp; TP groups %s\n\n",
+  std::printf("world %s = tp%d x cp%d x dp%d x pp%d; ep%d inside %s; TP groups %s\n\n",
               plural(l.world(), "rank").c_str(), l.tp(), l.cp(), l.dp(), l.pp(), l.ep(),
+              l.cp() > 1 ? "dp x cp" : "dp",
               r.aware.tp_domain_local ? "each inside one NVLink domain"
                                       : "NOT all inside one NVLink domain");
   auto row = [&](int rank) {
@@ -352,11 +354,13 @@ void register_layout(CLI::App& app, CommandResult* result) {
   sub->add_flag("--ranks", args->ranks,
                 "Print every rank and group (default: all of them up to 64 ranks, a summary above)");
   sub->callback([args, result] {
-    if (args->sizes.params < 0 || args->sizes.expert_params < 0 || args->sizes.hidden < 1 ||
+    // !(x >= 0) also refuses nan; inf is no parameter count either.
+    if (!(args->sizes.params >= 0) || !(args->sizes.expert_params >= 0) || std::isinf(args->sizes.params) ||
+        std::isinf(args->sizes.expert_params) || args->sizes.hidden < 1 ||
         args->sizes.layers < 1 || args->sizes.seq_len < 1 || args->sizes.micro_batch < 1 ||
         args->grad_accum < 0) {
-      std::fprintf(stderr, "partrain: the cost-model sizes (--params, --hidden, --layers, "
-                           "--seq-len, --micro-batch, --grad-accum) must be positive\n");
+      std::fprintf(stderr, "partrain: the cost-model sizes (--params, --expert-params, --hidden, --layers, "
+                           "--seq-len, --micro-batch, --grad-accum) must be positive finite numbers\n");
       result->exit_code = kExitUsage;
       return;
     }

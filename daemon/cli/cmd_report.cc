@@ -18,6 +18,7 @@
 
 #include "cli/commands.h"
 #include "common/exit_codes.h"
+#include "common/read_file.h"
 #include "cli/fail.h"
 #include "cli/model_source.h"
 #include "common/units.h"
@@ -59,11 +60,14 @@ Result<double> field(const JsonValue& line, const char* key, bool required, doub
 
 Result<planner::RunSeries> read_run(const std::string& dir) {
   const std::string path = dir + "/metrics.jsonl";
-  std::ifstream in(path);
-  if (!in) {
+  // A regular file of at most 1 GiB (millions of steps); a FIFO is refused, never waited on.
+  Result<std::string> all = read_regular_file(path, "metrics file", size_t{1} << 30);
+  if (!all && all.status().code() == StatusCode::kNotFound) {
     return Status::invalid("partrain: " + path + ": cannot read it; give run folders that "
                            "`partrain run` wrote (they hold metrics.jsonl)");
   }
+  if (!all) return Status::invalid("partrain: " + all.status().message());
+  std::istringstream in(*all);
   planner::RunSeries s;
   s.name = std::filesystem::path(dir).lexically_normal().filename().string();
   if (s.name.empty()) s.name = std::filesystem::path(dir).lexically_normal().parent_path().filename().string();

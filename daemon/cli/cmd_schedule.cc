@@ -28,6 +28,7 @@
 #include "pipeline/partition.h"
 #include "pipeline/render.h"
 #include "pipeline/simulate.h"
+#include "plugin/child_probe.h"
 #include "plugin/schedule_loader.h"
 
 namespace partrain::cli {
@@ -158,7 +159,7 @@ int run_schedule(const ScheduleArgs& a) {
   Result<config::SiteConfig> site = config::load_site_config(a.site);
   if (!site) return fail(site.status());
   Result<std::unique_ptr<plugin::SchedulePlugin>> plug =
-      plugin::SchedulePlugin::find(site->plugin_dir, s->name);
+      plugin::find_probed<plugin::SchedulePlugin>(site->plugin_dir, s->name);
   if (!plug) return fail(plug.status());
   Result<pipeline::Schedule> sched = plugin::build_schedule(**plug, s->pp, s->mb, s->v);
   if (!sched) return fail(sched.status());

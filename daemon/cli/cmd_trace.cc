@@ -18,8 +18,10 @@
 
 #include "cli/commands.h"
 #include "common/exit_codes.h"
+#include "common/read_file.h"
 #include "cli/fail.h"
 #include "engine/io/json.h"
+#include "engine/io/trace_file.h"
 
 namespace partrain::cli {
 namespace {
@@ -58,30 +60,14 @@ Result<std::vector<std::string>> expand(const std::vector<std::string>& inputs) 
 }
 
 // The traceEvents of one file, and the pid its events carry (-1 when none does).
-Result<std::vector<JsonValue>> read_events(const std::string& path, long long* pid) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return Status::not_found(path + ": cannot open the trace file");
-  std::stringstream text;
-  text << f.rdbuf();
-  Result<JsonValue> doc = engine::io::parse_json(text.str());
-  if (!doc) return Status::invalid(fmt::format("{}: not a trace file: {}", path, doc.status().message()));
-  const JsonValue* events = nullptr;
-  if (doc->kind == JsonValue::Kind::kObject) {
-    for (const auto& [key, value] : doc->members) {
-      if (key == "traceEvents" && value.kind == JsonValue::Kind::kArray) events = &value;
-    }
+Result<engine::io::TraceEvents> read_events(const std::string& path) {
+  // A regular file of at most 1 GiB; a FIFO or device is refused, never waited on.
+  Result<std::string> text = read_regular_file(path, "trace file", size_t{1} << 30);
+  if (!text && text.status().code() == StatusCode::kNotFound) {
+    return Status::not_found(path + ": cannot open the trace file");
   }
-  if (events == nullptr) {
-    return Status::invalid(path + ": not a trace file: no \"traceEvents\" array (expected the "
-                           "output of `partrain run --trace`)");
-  }
-  *pid = -1;
-  for (const JsonValue& e : events->items) {
-    for (const auto& [key, value] : e.members) {
-      if (key == "pid" && value.kind == JsonValue::Kind::kNumber) *pid = std::atoll(value.text.c_str());
-    }
-  }
-  return events->items;
+  if (!text) return text.status();
+  return engine::io::parse_trace_events(*text, path);
 }
 
 int run_merge(const MergeArgs& a) {
@@ -91,17 +77,16 @@ int run_merge(const MergeArgs& a) {
   std::string out = "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[";
   size_t count = 0;
   for (const std::string& path : *files) {
-    long long pid = -1;
-    Result<std::vector<JsonValue>> events = read_events(path, &pid);
+    Result<engine::io::TraceEvents> events = read_events(path);
     if (!events) return fail(events.status());
-    if (pid >= 0) {
+    if (const long long pid = events->pid; pid >= 0) {
       auto [it, fresh] = owner.emplace(pid, path);
       if (!fresh) {
         return fail(Status::invalid(fmt::format("{} and {} both hold rank {}: merge the traces of one "
                                                 "run at a time", it->second, path, pid)));
       }
     }
-    for (const JsonValue& e : *events) {
+    for (const JsonValue& e : events->events) {
       out += count++ == 0 ? "\n" : ",\n";
       engine::io::append_json_value(e, &out);
     }

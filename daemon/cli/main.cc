@@ -2,6 +2,7 @@
 // itself here. Exit codes: 0 success, 2 usage or configuration error (one line on stderr,
 // never a stack trace), 1 any other failure; `partrain run` documents more in partrain(1).
 #include <cstdio>
+#include <new>
 #include <exception>
 
 #include <CLI/CLI.hpp>
@@ -33,6 +34,9 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     std::fprintf(stderr, "partrain: %s (see partrain --help)\n", e.what());
+    return partrain::kExitUsage;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "partrain: %s\n", partrain::kOutOfMemoryMessage);
     return partrain::kExitUsage;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "partrain: internal error: %s\n", e.what());

@@ -58,20 +58,34 @@ Result<ModelSource> from_checkpoint(const std::string& run_dir, const config::Jo
                                     const std::string& job_path, int64_t step) {
   auto o = open_run(run_dir);
   if (!o) return o.status();
-  auto c = pick_checkpoint(*o, step);
-  if (!c) return c.status();
+  if (step >= 0) PARTRAIN_RETURN_IF_ERROR(pick_checkpoint(*o, step).status());
   std::unique_ptr<engine::Backend> be;
   auto m = cpu_model(job.model, &be, job.training.seed);
   if (!m) return m.status();
   std::vector<float> host(static_cast<size_t>((*m)->num_params()));
-  for (const engine::model::ParamSpec& p : (*m)->table().specs()) {
-    if (Status s = store::read_range(o->root, **c, p.name, store::Role::kWeight, 0, p.numel(),
-                                     host.data() + p.offset);
-        !s)
+  // step's checkpoint, or the newest that verifies: a damaged one is named and skipped, as a
+  // resume skips it.
+  for (const store::Checkpoint& c : o->checkpoints) {
+    if (step >= 0 && c.state.step != step) continue;
+    Status s = Status::ok();
+    for (const engine::model::ParamSpec& p : (*m)->table().specs()) {
+      s = store::read_range(o->root, c, p.name, store::Role::kWeight, 0, p.numel(), host.data() + p.offset);
+      if (!s) break;
+    }
+    if (s.code() == StatusCode::kInvalidArgument) {
       return s.prefixed(fmt::format("{} does not fit [model] of {}: ", o->root, job_path));
+    }
+    if (!s) {
+      if (step >= 0) return s.prefixed(fmt::format("checkpoint of step {} is damaged: ", c.state.step));
+      std::fprintf(stderr, "partrain: checkpoint of step %lld is damaged: %s; trying the previous one\n",
+                   static_cast<long long>(c.state.step), s.message().c_str());
+      continue;
+    }
+    return ModelSource{job.model, std::move(host), "", fmt::format("{}, step {}", o->root, c.state.step)};
   }
-  return ModelSource{job.model, std::move(host), "",
-                     fmt::format("{}, step {}", o->root, (*c)->state.step)};
+  if (o->checkpoints.empty()) return Status::not_found(o->root + ": no committed checkpoint");
+  return Status::corruption(fmt::format("{}: no committed checkpoint verifies; `partrain ckpt verify {}` "
+                                        "names the damage", o->root, run_dir));
 }
 
 // "5GB" -> 5e9, "500MB", "100KB", "123" (bytes); decimal units as save_pretrained's.

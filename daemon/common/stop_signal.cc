@@ -23,6 +23,7 @@ const std::atomic<bool>& install_stop_signal() {
   ::sigaction(SIGUSR1, &sa, nullptr);  // sbatch --signal=USR1@SECONDS: the time limit is near
   ::sigaction(SIGTERM, &sa, nullptr);
   ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGHUP, &sa, nullptr);  // a closed terminal or session: save and stop, as for SIGTERM
   return g_stop;
 }
 

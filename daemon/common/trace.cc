@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "common/json_string.h"
+#include "common/progress.h"
 
 namespace partrain::trace {
 namespace {
@@ -124,6 +125,7 @@ Status configure_from_env(const std::string& run_dir, int rank, std::string labe
 }
 
 void begin_step(int64_t step) {
+  progress::begin_step(step);
   Tracer& t = tracer();
   std::lock_guard lock(t.mu);
   t.step = step;
@@ -150,14 +152,15 @@ int64_t now_us() {
 
 namespace {
 
-// Appends one event (under the tracer's lock); callers decided it belongs in the trace.
+// Appends one event of `step` (-1: the current one) under the tracer's lock; callers
+// decided it belongs in the trace.
 void append(std::string_view name, Lane lane, int64_t start_us, int64_t end_us, std::string_view group,
-            int micro_batch) {
+            int micro_batch, int64_t step = -1) {
   Tracer& t = tracer();
   std::lock_guard lock(t.mu);
   if (!t.configured) return;
-  t.events.push_back(
-      Event{std::string(name), lane_tid(t, lane, group), start_us, end_us, t.step, micro_batch});
+  t.events.push_back(Event{std::string(name), lane_tid(t, lane, group), start_us, end_us,
+                           step >= 0 ? step : t.step, micro_batch});
 }
 
 }  // namespace
@@ -170,13 +173,19 @@ void record(std::string_view name, Lane lane, int64_t start_us, int64_t end_us, 
 
 Span::Span(std::string_view name, Lane lane, int micro_batch)
     : name_(name), lane_(lane), micro_batch_(micro_batch) {
-  if (active()) start_ = now_us();
+  progress::enter(name);  // the agent's watchdog hears of every phase, traced or not
+  if (!active()) return;  // the untraced path: one relaxed load
+  Tracer& t = tracer();
+  std::lock_guard lock(t.mu);
+  if (!t.active.load(std::memory_order_relaxed)) return;
+  start_ = now_us();
+  step_ = t.step;
 }
 
-// A span that began in a traced step is kept even when it ends after the step (a
-// background checkpoint write).
+// A span that began in a traced step is kept, under that step, even when it ends after the
+// step (a background checkpoint write).
 Span::~Span() {
-  if (start_ >= 0) append(name_, lane_, start_, now_us(), {}, micro_batch_);
+  if (start_ >= 0) append(name_, lane_, start_, now_us(), {}, micro_batch_, step_);
 }
 
 Status flush() {

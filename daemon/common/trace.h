@@ -61,8 +61,9 @@ int64_t now_us();
 void record(std::string_view name, Lane lane, int64_t start_us, int64_t end_us,
             std::string_view group = {}, int micro_batch = -1);
 
-// Records [construction, destruction) when the step was traced at construction. `name`
-// must outlive the span (a literal); nothing is allocated when the step is not traced.
+// Records [construction, destruction), under the step of its construction, when that step
+// was traced. `name` must outlive the span (a literal); nothing is allocated when the step
+// is not traced.
 class Span {
  public:
   explicit Span(std::string_view name, Lane lane = Lane::kCompute, int micro_batch = -1);
@@ -75,6 +76,7 @@ class Span {
   Lane lane_;
   int micro_batch_;
   int64_t start_ = -1;
+  int64_t step_ = 0;  // the traced step it began in
 };
 
 // Writes the events collected so far (rewriting the file). io_error naming the file.

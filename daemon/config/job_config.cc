@@ -31,7 +31,7 @@ struct JobDraft {
 
 // The individual [parallelism] keys, in the order they are laid over `spec`.
 const std::vector<std::string>& parallel_item_keys() {
-  static const std::vector<std::string> kKeys = {"tp", "pp", "dp", "ep", "zero", "sp", "sched", "mb"};
+  static const std::vector<std::string> kKeys = {"tp", "pp", "dp", "ep", "cp", "zero", "sp", "sched", "cpimpl", "mb"};
   return kKeys;
 }
 
@@ -182,6 +182,7 @@ const std::vector<KeyRule<JobDraft>>& job_rules() {
       integer_item("pp", "pp", at_least(1)),
       integer_item("dp", "dp", at_least(1)),
       integer_item("ep", "ep", at_least(1)),
+      integer_item("cp", "cp", at_least(1)),
       integer_item("zero", "zero", closed(0, 3)),
       {"parallelism", "sp",
        [](const toml::node& node, JobDraft* d, const Source&) -> Status {
@@ -202,6 +203,13 @@ const std::vector<KeyRule<JobDraft>>& job_rules() {
          auto v = detail::read_string(node);
          if (!v) return v.status();
          d->items["sched"] = "sched=" + *v;
+         return Status::ok();
+       }},
+      {"parallelism", "cpimpl",
+       [](const toml::node& node, JobDraft* d, const Source&) -> Status {
+         auto v = detail::read_string(node);
+         if (!v) return v.status();
+         d->items["cpimpl"] = "cpimpl=" + *v;
          return Status::ok();
        }},
       integer_item("mb", "mb=", at_least(1)),

@@ -1,10 +1,10 @@
 #include "config/key_table.h"
 
 #include <algorithm>
-#include <fstream>
-#include <sstream>
 
 #include <fmt/format.h>
+
+#include "common/read_file.h"
 
 namespace partrain::config::detail {
 namespace {
@@ -255,19 +255,8 @@ Result<toml::table> parse_toml(const Source& src, std::string_view text) {
 }
 
 Result<std::string> read_file(const std::string& path, const std::string& what) {
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) {
-    return Status::not_found(path + ": no such " + what + "; check the path");
-  }
-  if (std::filesystem::is_directory(path, ec)) {
-    return Status::invalid(path + ": is a folder, not a " + what);
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::io_error(path + ": cannot open the " + what + " for reading");
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  if (in.bad()) return Status::io_error(path + ": read error");
-  return buf.str();
+  // A FIFO, device or folder is refused at once; a config is never megabytes.
+  return read_regular_file(path, what, kMaxConfigBytes);
 }
 
 }  // namespace partrain::config::detail

@@ -254,7 +254,9 @@ std::string respell_spec_error(const std::string& message, const std::string& or
 
 // Parses TOML text; a syntax error becomes "file:line: TOML syntax error: ...".
 Result<toml::table> parse_toml(const Source& src, std::string_view text);
-// Reads a whole file; a missing file is NotFound naming it.
+// Reads a whole config file (common/read_file.h): a missing file is NotFound naming it; a
+// folder, FIFO or device, or more than kMaxConfigBytes, is refused (invalid) at once.
+inline constexpr size_t kMaxConfigBytes = size_t{16} << 20;
 Result<std::string> read_file(const std::string& path, const std::string& what);
 
 }  // namespace partrain::config::detail

@@ -55,6 +55,7 @@ const std::vector<KeyRule<SiteConfig>>& site_rules() {
          s->default_spec = *v;
          return Status::ok();
        }},
+      detail::integer_key<SiteConfig>("agent", "progress_timeout", FIELD(progress_timeout), detail::at_least(0)),
       detail::choice_key<SiteConfig>("log", "level", FIELD(log_level),
                                      std::vector<std::pair<std::string, log::Level>>{
                                          {"debug", log::Level::kDebug},

@@ -1,6 +1,6 @@
 // The site config: what an admin sets once per cluster, in /etc/partrain/partrain.toml
 // (etc/partrain.toml in the source tree). TOML with the tables
-//   [paths] [topology] [defaults] [log]
+//   [paths] [topology] [defaults] [agent] [log]
 // documented key by key in partrain.toml(5). Which file is read: --site-config FILE, else
 // $PARTRAIN_SITE_CONFIG, else the compiled-in default; a missing compiled-in default means
 // "use the built-in defaults below", a missing file that was named explicitly is an error.
@@ -42,6 +42,12 @@ struct SiteConfig {
   // [defaults]
   std::string default_spec;   // spec items every job starts from, below its [parallelism],
                               // e.g. "zero1,sched=1f1b". Default: "" (the spec's own defaults)
+  // [agent]
+  // Seconds a rank may make no progress (enter no phase of a step: forward, backward,
+  // gradient sync, optimizer, checkpoint ...) before its agent ends the job with exit 75
+  // naming it; 0 = never. Must exceed the longest single phase (a checkpoint write
+  // included). Default: 600
+  int progress_timeout = 600;
   // [log]
   log::Level log_level = log::Level::kInfo;  // debug|info|warn|error. Default: info
 };

@@ -7,14 +7,31 @@ namespace partrain::config {
 
 Status check_supported(const JobConfig& job, const Layout& layout) {
   const std::string what = "--partrain=" + job.parallelism.to_string();
-  if (layout.cp() != 1) {
-    return Status::invalid(fmt::format("{}: this partrain runs tensor-, pipeline-, expert- and data-parallel "
-                                       "layouts only (cp 1); the context-parallel runtime is not installed yet",
-                                       what));
+  if (layout.cp() > 1 && job.device != "cpu") {
+    return Status::invalid(fmt::format("{}: [job] device = {}: context parallelism runs on CPU ranks in this "
+                                       "version; use --device cpu, or drop cp{}", what, job.device, layout.cp()));
   }
-  if (layout.ep() > 1 && (layout.tp() > 1 || job.parallelism.zero > 0)) {
-    return Status::invalid(fmt::format("{}: expert parallelism runs with plain data and pipeline parallelism "
-                                       "only (tp1, zero0) in this version; drop tp/zeroN, or drop ep", what));
+  // cp cuts every sequence into 2cp chunks (layout/validate.h refuses a seq_len that does not
+  // split); sequence parallelism then splits each rank's seq_len / cp rows over tp.
+  const int local_seq = job.model.seq_len / layout.cp();
+  if (layout.cp() > 1 && layout.tp() > 1 && job.parallelism.sequence_parallel() && local_seq % layout.tp() != 0) {
+    return Status::invalid(fmt::format("{}: sequence parallelism splits each cp rank's {} of seq_len {} over "
+                                       "tp{}, which does not divide it; use a seq_len that is a multiple of "
+                                       "2 x cp{} x tp{} = {}, or nosp", what, local_seq, job.model.seq_len,
+                                       layout.tp(), layout.cp(), layout.tp(), 2 * layout.cp() * layout.tp()));
+  }
+  // Each tp rank routes its own 1/tp of its (cp rank's) rows of every micro-batch.
+  if (layout.tp() > 1 && job.model.moe_experts > 0 && local_seq % layout.tp() != 0) {
+    if (layout.cp() > 1) {
+      return Status::invalid(fmt::format("{}: [model] seq_len {} leaves each cp rank {} tokens, not a multiple of "
+                                         "tp{}: on a mixture-of-experts model each tp rank routes its own 1/tp of "
+                                         "them; use a seq_len that is a multiple of 2 x cp{} x tp{} = {}", what,
+                                         job.model.seq_len, local_seq, layout.tp(), layout.cp(), layout.tp(),
+                                         2 * layout.cp() * layout.tp()));
+    }
+    return Status::invalid(fmt::format("{}: [model] seq_len {} is not a multiple of tp{}: on a mixture-of-experts "
+                                       "model each tp rank routes its own 1/tp of every micro-batch's tokens; pick "
+                                       "a tp dividing seq_len", what, job.model.seq_len, layout.tp()));
   }
   if (job.device != "cpu" && layout.pp() > 1) {
     return Status::invalid(fmt::format("{}: [job] device = {}: the pipeline executor runs on CPU ranks (Gloo) "
@@ -23,10 +40,10 @@ Status check_supported(const JobConfig& job, const Layout& layout) {
   // bf16 storage on CPU ranks (a test mode) runs plain dp only, as GPU ranks do: the other
   // strategies move fp32 buffers in this version.
   if (job.device == "cpu" && job.precision == "bf16" &&
-      (layout.tp() > 1 || layout.ep() > 1 || layout.pp() > 1 || job.parallelism.zero > 0)) {
+      (layout.tp() > 1 || layout.ep() > 1 || layout.pp() > 1 || layout.cp() > 1 || job.parallelism.zero > 0)) {
     return Status::invalid(fmt::format(
         "{}: [job] precision = \"bf16\" on CPU ranks runs plain data parallelism only in this version "
-        "(tp, ep, pp and zeroN move fp32 buffers); use precision = \"fp32\"", what));
+        "(tp, ep, pp, cp and zeroN move fp32 buffers); use precision = \"fp32\"", what));
   }
   if (job.device == "cuda" && layout.tp() > 1) {
     return Status::invalid(fmt::format("tp{} with [job] device = cuda: tensor parallelism runs on fp32 CPU "

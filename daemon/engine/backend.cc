@@ -11,9 +11,12 @@ Result<Tensor> Backend::alloc(MemCategory category, DType dtype, Shape shape) {
   if (bytes == 0) return t;
   t.data = raw_alloc(bytes);
   if (t.data == nullptr) {
-    return Status::unavailable(fmt::format(
-        "{}: out of memory allocating {:.1f} MiB of {} (live {:.1f} MiB); use a smaller "
-        "micro_batch, seq_len or model, or activation recompute",
+    // The same job on the same layout fails the same way after a restart: a configuration
+    // error (exit 2, never requeued), not a retryable one.
+    return Status::invalid(fmt::format(
+        "{}: the model does not fit: allocating {:.1f} MiB of {} failed with {:.1f} MiB in use; "
+        "`partrain plan JOB --partrain=SPEC` shows the memory of each layout (use a smaller micro_batch, "
+        "seq_len or model, activation recompute, ZeRO, or more tp/pp ranks)",
         name(), static_cast<double>(bytes) / (1 << 20), mem_category_name(category),
         static_cast<double>(stats_.live_total) / (1 << 20)));
   }

@@ -31,6 +31,7 @@
 #include <utility>
 
 #include "common/status.h"
+#include "engine/positions.h"
 
 namespace partrain::engine {
 
@@ -104,6 +105,14 @@ struct MemoryStats {
 struct AttentionDims {
   int B = 0, T = 0, H = 0, KV = 0, hd = 0;
   int q_stride = 0, kv_stride = 0;
+};
+
+// Shapes of one context-parallel attention block (see kernels.h attention_block_forward):
+// Tq query rows per sequence at positions q_pos against Tk key/value rows at k_pos.
+struct AttentionBlockDims {
+  int B = 0, Tq = 0, Tk = 0, H = 0, KV = 0, hd = 0;
+  int q_stride = 0, kv_stride = 0;
+  SeqPositions q_pos, k_pos;
 };
 
 // One AdamW step's scalars; t is the 1-based step, grad_scale multiplies the gradient
@@ -202,10 +211,28 @@ class Backend {
   virtual void swiglu_backward(const Tensor& dinp, const Tensor& inp, const Tensor& dout, int N,
                                int F) = 0;
   // x is a view of [B, T, heads, hd] with `stride` elements between tokens; in place allowed.
+  // Row t of each sequence is at position pos.at(t) (engine/positions.h: t itself unless the
+  // rank holds context-parallel chunks).
   virtual void rope_forward(const Tensor& out, const Tensor& inp, int B, int T, int heads, int hd,
-                            int stride, float theta) = 0;
+                            int stride, float theta, const SeqPositions& pos) = 0;
   virtual void rope_backward(const Tensor& dinp, const Tensor& dout, int B, int T, int heads,
-                             int hd, int stride, float theta) = 0;
+                             int hd, int stride, float theta, const SeqPositions& pos) = 0;
+
+  // Context parallel: this rank's queries against one block of keys and values (its own or
+  // another cp rank's), causal by position, merged into the running out [B*Tq, H*hd] and
+  // lse F32 [B, H, Tq] (start: out 0, lse -inf); backward from the final out and lse adds
+  // the block's part of dq and the block's dk, dv. See kernels.h attention_block_forward.
+  virtual void attention_block_forward(const Tensor& out, const Tensor& lse, const Tensor& q,
+                                       const Tensor& k, const Tensor& v,
+                                       const AttentionBlockDims& d) = 0;
+  virtual void attention_block_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv,
+                                        const Tensor& dout, const Tensor& out, const Tensor& lse,
+                                        const Tensor& q, const Tensor& k, const Tensor& v,
+                                        const AttentionBlockDims& d) = 0;
+  // dst[r * dst_stride + c] = src[r * src_stride + c] for r < rows, c < cols, one dtype: a
+  // block of columns between a packed buffer and a dense one (cp's K/V blocks).
+  virtual void copy_columns(const Tensor& dst, int dst_stride, const Tensor& src, int src_stride,
+                            int rows, int cols) = 0;
 
   // losses F32 [N], lse F32 [N], logits [N, V], targets I32 [N] (< 0: ignored).
   virtual void crossentropy_forward(const Tensor& losses, const Tensor& lse, const Tensor& logits,

@@ -34,18 +34,11 @@ double all_reduce_edge(double size, size_t n, double factor = 2.0) {
 
 }  // namespace
 
+// The layout has both: dense gradients reduce over the dp x cp group (Axis::kDpCp, each dp
+// member followed by its cp peers), and the expert grid's expert-dp group already folds cp
+// in (layout.h).
 std::vector<std::vector<int>> gradient_groups(const Layout& layout, Axis axis) {
-  if (layout.cp() == 1) return layout.groups(axis);
-  std::vector<std::vector<int>> out;
-  for (const std::vector<int>& g : layout.groups(axis)) {
-    if (layout.coord(g.front()).cp != 0) continue;  // the same group as its cp peers'
-    std::vector<int> wide;
-    for (int r : g) {
-      for (int peer : layout.group(Axis::kCp, r)) wide.push_back(peer);
-    }
-    out.push_back(std::move(wide));
-  }
-  return out;
+  return layout.groups(axis == Axis::kDp ? Axis::kDpCp : axis);
 }
 
 LinkBytes& LinkBytes::operator+=(const LinkBytes& o) {

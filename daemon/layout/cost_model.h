@@ -71,9 +71,9 @@ struct StepCost {
 StepCost step_cost(const Layout& layout, const SlurmView& view, const Mapping& mapping,
                    const StepSizes& sizes = {});
 
-// The groups that reduce gradients together: those along `axis` (kDp, or kExpertDp for
-// expert parameters) widened by cp, each dp member followed by its cp peers (cp
-// replicates the weights). Without cp, layout.groups(axis).
+// The groups that reduce gradients together: for kDp the dp x cp groups (Axis::kDpCp, each
+// dp member followed by its cp peers: cp replicates the weights), for kExpertDp the
+// expert-data-parallel groups, which span dp x cp / ep already. Without cp, groups(axis).
 std::vector<std::vector<int>> gradient_groups(const Layout& layout, Axis axis);
 
 // How fast each link class moves bytes, to weigh one class against another when

@@ -6,8 +6,16 @@
 namespace partrain {
 namespace {
 
-// More names than any cluster has: a guard against "n[1-999999999]" typos.
+// More names than any cluster has, in all and in bytes: a guard against "n[1-999999999]"
+// typos and against many ranges that are each small enough (130 of n[1-1000000]).
 constexpr size_t kMaxHosts = 1 << 20;
+constexpr size_t kMaxHostBytes = size_t{64} << 20;
+
+size_t bytes_of(const std::vector<std::string>& names) {
+  size_t n = 0;
+  for (const std::string& s : names) n += s.size();
+  return n;
+}
 
 Status list_error(std::string_view what, std::string_view text, const std::string& why) {
   return Status::invalid("partrain: " + std::string(what) + " '" + std::string(text) + "': " +
@@ -59,9 +67,10 @@ Status expand_range(std::string_view inside, std::string_view what, std::string_
   return Status::ok();
 }
 
-// Expands one host expression without top-level commas, e.g. "r[1-2]n[01-02]".
+// Expands one host expression without top-level commas, e.g. "r[1-2]n[01-02]", onto *out
+// (which already holds `out_bytes` bytes of names), within kMaxHosts and kMaxHostBytes.
 Status expand_one(std::string_view expr, std::string_view what, std::string_view text,
-                  std::vector<std::string>* out) {
+                  std::vector<std::string>* out, size_t* out_bytes) {
   std::vector<std::string> names = {""};
   size_t pos = 0;
   while (pos < expr.size()) {
@@ -70,6 +79,9 @@ Status expand_one(std::string_view expr, std::string_view what, std::string_view
                                                                                : open - pos);
     if (literal.find(']') != std::string_view::npos) {
       return list_error(what, text, "']' without '['; write e.g. n[1-4,7]");
+    }
+    if (*out_bytes + bytes_of(names) + names.size() * literal.size() >= kMaxHostBytes) {
+      return list_error(what, text, "expands to too many names");
     }
     for (std::string& n : names) n += literal;
     if (open == std::string_view::npos) break;
@@ -83,7 +95,8 @@ Status expand_one(std::string_view expr, std::string_view what, std::string_view
     }
     std::vector<std::string> suffixes;
     PARTRAIN_RETURN_IF_ERROR(expand_range(inside, what, text, &suffixes));
-    if (names.size() * suffixes.size() >= kMaxHosts) {
+    const size_t bytes = bytes_of(names) * suffixes.size() + names.size() * bytes_of(suffixes);
+    if (out->size() + names.size() * suffixes.size() >= kMaxHosts || *out_bytes + bytes >= kMaxHostBytes) {
       return list_error(what, text, "expands to too many names");
     }
     std::vector<std::string> next;
@@ -97,6 +110,10 @@ Status expand_one(std::string_view expr, std::string_view what, std::string_view
   if (names.size() == 1 && names[0].empty()) {
     return list_error(what, text, "empty host name; remove the extra comma");
   }
+  if (out->size() + names.size() >= kMaxHosts || *out_bytes + bytes_of(names) >= kMaxHostBytes) {
+    return list_error(what, text, "expands to too many names");
+  }
+  *out_bytes += bytes_of(names);
   out->insert(out->end(), names.begin(), names.end());
   return Status::ok();
 }
@@ -105,6 +122,7 @@ Status expand_one(std::string_view expr, std::string_view what, std::string_view
 
 Result<std::vector<std::string>> expand_hostlist(std::string_view text, std::string_view what) {
   std::vector<std::string> hosts;
+  size_t bytes = 0;
   if (text.empty()) return list_error(what, text, "empty; give at least one host name");
   size_t start = 0;
   int depth = 0;
@@ -116,7 +134,7 @@ Result<std::vector<std::string>> expand_hostlist(std::string_view text, std::str
     if (c == '[') ++depth;
     if (c == ']') --depth;
     if (c == ',' && (depth <= 0 || i == text.size())) {
-      PARTRAIN_RETURN_IF_ERROR(expand_one(text.substr(start, i - start), what, text, &hosts));
+      PARTRAIN_RETURN_IF_ERROR(expand_one(text.substr(start, i - start), what, text, &hosts, &bytes));
       start = i + 1;
     }
   }

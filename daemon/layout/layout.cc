@@ -1,4 +1,5 @@
-// Rank coordinates and groups from the order string tp-cp-ep-edp-pp (see layout.h).
+// Rank coordinates and groups from the dense grid tp-cp-dp-pp and the expert grid
+// tp-ep-edp-pp (see layout.h).
 #include "layout/layout.h"
 
 #include <string>
@@ -24,6 +25,7 @@ std::string_view axis_name(Axis axis) {
     case Axis::kExpertDp: return "expert_dp";
     case Axis::kPp: return "pp";
     case Axis::kModel: return "model";
+    case Axis::kDpCp: return "dp_cp";
   }
   return "?";
 }
@@ -38,7 +40,8 @@ Result<Layout> Layout::create(int world, const ParallelSpec& spec) {
     return Status::invalid("partrain: world size " + std::to_string(world) +
                            " is not a multiple of " + degrees_text(spec) + " = " +
                            std::to_string(model) + "; use a multiple of " +
-                           std::to_string(model) + " ranks or smaller tp/pp");
+                           std::to_string(model) + " ranks or smaller " +
+                           (spec.cp != 1 ? "tp/cp/pp" : "tp/pp"));
   }
   const int dp = static_cast<int>(world / model);
   if (spec.dp && *spec.dp != dp) {
@@ -48,15 +51,24 @@ Result<Layout> Layout::create(int world, const ParallelSpec& spec) {
                            std::to_string(world) + "; drop dp" + std::to_string(*spec.dp) +
                            " to derive dp" + std::to_string(dp) + " from the world size");
   }
-  if (dp % spec.ep != 0) {
+  if ((dp * spec.cp) % spec.ep != 0) {
+    if (spec.cp == 1) {
+      return Status::invalid("partrain: ep" + std::to_string(spec.ep) + " does not divide dp" +
+                             std::to_string(dp) +
+                             " (experts are sharded inside each data-parallel group); use an ep "
+                             "that divides " + std::to_string(dp));
+    }
     return Status::invalid("partrain: ep" + std::to_string(spec.ep) + " does not divide dp" +
-                           std::to_string(dp) +
-                           " (experts are sharded inside each data-parallel group); use an ep "
-                           "that divides " + std::to_string(dp));
+                           std::to_string(dp) + " x cp" + std::to_string(spec.cp) + " = " +
+                           std::to_string(dp * spec.cp) +
+                           " (experts are sharded inside each dp x cp group, as in Megatron-core); "
+                           "use an ep that divides " + std::to_string(dp * spec.cp));
   }
   ParallelSpec filled = spec;
   filled.dp = dp;
-  return Layout(world, filled, {spec.tp, spec.cp, spec.ep, dp / spec.ep, spec.pp});
+  Layout l(world, filled, {spec.tp, spec.cp, dp, spec.pp});
+  l.ep_ = spec.ep;
+  return l;
 }
 
 Layout::Layout(int world, const ParallelSpec& spec, std::array<int, kNumDims> size)
@@ -68,21 +80,15 @@ Layout::Layout(int world, const ParallelSpec& spec, std::array<int, kNumDims> si
   }
 }
 
-std::array<int, Layout::kNumDims> Layout::split(int rank) const {
-  std::array<int, kNumDims> c{};
-  for (int d = 0; d < kNumDims; ++d) c[d] = (rank / stride_[d]) % size_[d];
-  return c;
-}
-
 RankCoord Layout::coord(int rank) const {
-  std::array<int, kNumDims> c = split(rank);
   RankCoord out;
-  out.tp = c[kDimTp];
-  out.cp = c[kDimCp];
-  out.ep = c[kDimEp];
-  out.expert_dp = c[kDimEdp];
-  out.dp = c[kDimEp] + size_[kDimEp] * c[kDimEdp];
-  out.pp = c[kDimPp];
+  out.tp = (rank / stride_[kDimTp]) % size_[kDimTp];
+  out.cp = (rank / stride_[kDimCp]) % size_[kDimCp];
+  out.dp = (rank / stride_[kDimDp]) % size_[kDimDp];
+  out.pp = (rank / stride_[kDimPp]) % size_[kDimPp];
+  out.dp_cp = out.cp + cp() * out.dp;
+  out.ep = out.dp_cp % ep_;
+  out.expert_dp = out.dp_cp / ep_;
   return out;
 }
 
@@ -90,63 +96,60 @@ int Layout::rank_of(const RankCoord& c) const {
   return c.tp + tp() * (c.cp + cp() * (c.dp + dp() * c.pp));
 }
 
-Layout::Mask Layout::mask_of(Axis axis) {
-  Mask m{};
+// Each axis as digits of the rank, fastest first: the dense grid's (stride_ of tp, cp, dp,
+// pp) and the expert grid's, whose ep digit sits where cp starts (stride TP) and whose
+// expert-dp digit follows it (stride TP * EP), both inside the dp x cp block.
+std::vector<Layout::Digit> Layout::digits_of(Axis axis) const {
+  const Digit tp{stride_[kDimTp], size_[kDimTp]}, cp{stride_[kDimCp], size_[kDimCp]};
+  const Digit dp{stride_[kDimDp], size_[kDimDp]}, pp{stride_[kDimPp], size_[kDimPp]};
   switch (axis) {
-    case Axis::kTp: m[kDimTp] = true; break;
-    case Axis::kCp: m[kDimCp] = true; break;
-    case Axis::kEp: m[kDimEp] = true; break;
-    case Axis::kDp: m[kDimEp] = m[kDimEdp] = true; break;
-    case Axis::kExpertDp: m[kDimEdp] = true; break;
-    case Axis::kPp: m[kDimPp] = true; break;
-    case Axis::kModel: m[kDimTp] = m[kDimPp] = true; break;
+    case Axis::kTp: return {tp};
+    case Axis::kCp: return {cp};
+    case Axis::kDp: return {dp};
+    case Axis::kPp: return {pp};
+    case Axis::kModel: return {tp, pp};
+    case Axis::kDpCp: return {cp, dp};
+    case Axis::kEp: return {{stride_[kDimCp], ep_}};
+    case Axis::kExpertDp: return {{stride_[kDimCp] * ep_, expert_dp()}};
   }
-  return m;
+  return {};
 }
 
 int Layout::group_size(Axis axis) const {
-  Mask m = mask_of(axis);
   int n = 1;
-  for (int d = 0; d < kNumDims; ++d) {
-    if (m[d]) n *= size_[d];
-  }
+  for (const Digit& d : digits_of(axis)) n *= d.size;
   return n;
 }
 
 std::vector<int> Layout::group(Axis axis, int rank) const {
-  Mask m = mask_of(axis);
-  // The group's first member: rank with every varying coordinate set to 0.
-  std::array<int, kNumDims> c = split(rank);
+  const std::vector<Digit> digits = digits_of(axis);
+  // The group's first member: rank with every varying digit set to 0.
   int base = rank;
-  for (int d = 0; d < kNumDims; ++d) {
-    if (m[d]) base -= c[d] * stride_[d];
-  }
-  // Count the varying coordinates up like an odometer, fastest dimension first.
+  for (const Digit& d : digits) base -= ((rank / d.stride) % d.size) * d.stride;
+  // Count the varying digits up like an odometer, fastest first.
   std::vector<int> members;
-  members.reserve(group_size(axis));
-  std::array<int, kNumDims> digit{};
+  members.reserve(static_cast<size_t>(group_size(axis)));
+  std::vector<int> digit(digits.size(), 0);
   while (true) {
     int r = base;
-    for (int d = 0; d < kNumDims; ++d) r += digit[d] * stride_[d];
+    for (size_t i = 0; i < digits.size(); ++i) r += digit[i] * digits[i].stride;
     members.push_back(r);
-    int d = 0;
-    for (; d < kNumDims; ++d) {
-      if (!m[d]) continue;
-      if (++digit[d] < size_[d]) break;
-      digit[d] = 0;
+    size_t i = 0;
+    for (; i < digits.size(); ++i) {
+      if (++digit[i] < digits[i].size) break;
+      digit[i] = 0;
     }
-    if (d == kNumDims) break;
+    if (i == digits.size()) break;
   }
   return members;
 }
 
 std::vector<std::vector<int>> Layout::groups(Axis axis) const {
-  Mask m = mask_of(axis);
+  const std::vector<Digit> digits = digits_of(axis);
   std::vector<std::vector<int>> out;
   for (int rank = 0; rank < world_; ++rank) {
-    std::array<int, kNumDims> c = split(rank);
     bool is_first = true;
-    for (int d = 0; d < kNumDims; ++d) is_first = is_first && (!m[d] || c[d] == 0);
+    for (const Digit& d : digits) is_first = is_first && (rank / d.stride) % d.size == 0;
     if (is_first) out.push_back(group(axis, rank));
   }
   return out;

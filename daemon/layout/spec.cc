@@ -48,7 +48,7 @@ bool valid_sched_name(std::string_view name) {
 }
 
 // Applies one item to *spec. `key` receives the item's key for the duplicate check
-// ("tp", "zero", "sp" for both sp and nosp, "sched", "mb").
+// ("tp", "zero", "sp" for both sp and nosp, "sched", "cpimpl", "mb").
 Status apply_item(std::string_view item, ParallelSpec* spec, std::string* key) {
   if (item.find_first_of(" \t") != std::string_view::npos) {
     return item_error(item, "separate items with commas, e.g. tp4,pp2");
@@ -88,6 +88,16 @@ Status apply_item(std::string_view item, ParallelSpec* spec, std::string* key) {
     }
     spec->sched = std::string(name);
     spec->virtual_stages = v;
+    return Status::ok();
+  }
+  if (item.rfind("cpimpl=", 0) == 0) {
+    *key = "cpimpl";
+    const std::string_view name = item.substr(7);
+    if (!valid_sched_name(name)) {
+      return item_error(item, "cpimpl needs a context-parallel plugin's name (letters, digits, '_', "
+                              "'-', '.'), e.g. cpimpl=ring or cpimpl=allgather");
+    }
+    spec->cp_impl = std::string(name);
     return Status::ok();
   }
   if (item.rfind("mb=", 0) == 0) {
@@ -131,7 +141,7 @@ Status apply_item(std::string_view item, ParallelSpec* spec, std::string* key) {
     return Status::ok();
   }
   return item_error(item, "unknown item; use tpN, ppN, dpN, epN, cpN, zero0..zero3, sp, nosp, "
-                          "sched=NAME[:V] or mb=M, e.g. --partrain=tp4,pp2");
+                          "sched=NAME[:V], cpimpl=NAME or mb=M, e.g. --partrain=tp4,pp2");
 }
 
 }  // namespace
@@ -176,6 +186,7 @@ std::string ParallelSpec::to_string() const {
   if (sp) out += *sp ? ",sp" : ",nosp";
   out += ",sched=" + sched;
   if (virtual_stages != 1 || sched == "interleaved") out += ":" + std::to_string(virtual_stages);
+  if (cp_impl != "ring") out += ",cpimpl=" + cp_impl;
   if (mb) out += ",mb=" + std::to_string(*mb);
   return out;
 }

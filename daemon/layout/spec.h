@@ -4,9 +4,12 @@
 //   zero0..zero3              ZeRO stage (0 = plain data parallel)
 //   sp | nosp                 sequence parallel (default: sp when tp > 1)
 //   sched=NAME[:V]            pipeline schedule: gpipe, 1f1b, interleaved:V, or a plugin's name
+//   cpimpl=NAME               context-parallel plugin: ring (default), allgather, or a plugin's
+//                             name
 //   mb=M                      micro-batches per step (overrides the derived grad_accum)
 //
-// e.g. "tp4,pp2", "tp2,pp2,dp2,zero1,sched=interleaved:2,mb=8", "ep4,zero2".
+// e.g. "tp4,pp2", "tp2,pp2,dp2,zero1,sched=interleaved:2,mb=8", "ep4,zero2",
+// "cp4,cpimpl=allgather".
 // Part of the layout core: standard library only (the SPANK plugin links it).
 #pragma once
 
@@ -23,16 +26,18 @@ struct ParallelSpec {
   int pp = 1;                   // pipeline-parallel degree. Default: 1
   std::optional<int> dp;        // data-parallel degree. Default: world / (tp * pp * cp)
   int ep = 1;                   // expert-parallel degree (divides dp). Default: 1
-  int cp = 1;                   // context-parallel degree (reserved). Default: 1
+  int cp = 1;                   // context-parallel degree. Default: 1
   int zero = 0;                 // ZeRO stage 0..3. Default: 0
   std::optional<bool> sp;       // sequence parallel. Default: tp > 1
   std::string sched = "1f1b";   // pipeline schedule name. Default: "1f1b"
   int virtual_stages = 1;       // V of sched=NAME:V. Default: 1
+  std::string cp_impl = "ring"; // context-parallel plugin (cpimpl=NAME). Default: "ring"
   std::optional<int> mb;        // micro-batches per step. Default: derived from the job file
 
   bool sequence_parallel() const { return sp.value_or(tp > 1); }
 
-  // Canonical text form, parseable back: "tp4,pp2,dp8,zero1,sp,sched=1f1b".
+  // Canonical text form, parseable back: "tp4,pp2,dp8,zero1,sp,sched=1f1b" (cpimpl=NAME
+  // only when it is not the default ring).
   std::string to_string() const;
 };
 

@@ -2,11 +2,10 @@
 #include "layout/topology.h"
 
 #include <algorithm>
-#include <fstream>
 #include <functional>
 #include <set>
-#include <sstream>
 
+#include "common/read_file.h"
 #include "layout/hostlist.h"
 
 namespace partrain {
@@ -112,6 +111,10 @@ Result<SwitchTree> SwitchTree::parse(std::string_view text, std::string_view fil
     }
     for (const std::string& node : sw.nodes) {
       if (auto it = tree.leaf_of_node_.find(node); it != tree.leaf_of_node_.end()) {
+        // This very line (the switch is not stored yet) named it twice: e.g. Nodes=b[2,2].
+        if (it->second == static_cast<int>(tree.switches_.size())) {
+          return line_error(file, line_no, "node '" + node + "' is listed twice in Nodes=; list it once");
+        }
         return line_error(file, line_no, "node '" + node + "' is already under switch '" +
                                              tree.switches_[it->second].name + "' (line " +
                                              std::to_string(tree.switches_[it->second].line) +
@@ -166,14 +169,16 @@ Result<SwitchTree> SwitchTree::parse(std::string_view text, std::string_view fil
 }
 
 Result<SwitchTree> SwitchTree::load(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) {
+  // Slurm's topology.conf of the largest cluster is kilobytes; a FIFO or /dev/zero is
+  // refused at once instead of blocking or filling memory.
+  constexpr size_t kMaxTopologyBytes = size_t{16} << 20;
+  Result<std::string> text = read_regular_file(path, "topology file", kMaxTopologyBytes);
+  if (!text && text.status().code() == StatusCode::kNotFound) {
     return Status::not_found("partrain: cannot read topology file '" + path +
                              "'; check the path given to --topology");
   }
-  std::ostringstream text;
-  text << in.rdbuf();
-  return parse(text.str(), path);
+  if (!text) return text.status().prefixed("partrain: ");
+  return parse(*text, path);
 }
 
 std::optional<int> SwitchTree::leaf_of(const std::string& node) const {

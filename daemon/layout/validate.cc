@@ -79,9 +79,12 @@ void check_model(const ParallelSpec& s, const ModelShape& m, std::vector<Status>
                        ", which does not divide it; use a seq_len that is a multiple of " +
                        str(s.tp) + ", or nosp"));
   }
-  if (m.seq_len > 0 && m.seq_len % s.cp != 0) {
-    out->push_back(err("cp" + str(s.cp) + " does not divide seq_len " + str(m.seq_len) +
-                       "; use a seq_len that is a multiple of " + str(s.cp)));
+  // Context parallelism cuts every sequence into 2 cp chunks (rank i holds chunks i and
+  // 2cp-1-i, so causal attention work is balanced).
+  if (s.cp > 1 && m.seq_len > 0 && m.seq_len % (2 * s.cp) != 0) {
+    out->push_back(err("cp" + str(s.cp) + " cuts every sequence into " + str(2 * s.cp) +
+                       " chunks, which do not divide seq_len " + str(m.seq_len) +
+                       "; use a seq_len that is a multiple of " + str(2 * s.cp)));
   }
   // Stages need not hold equal layer counts (the partition balances cost, or the job's
   // [parallelism] stage_layers decides), but each holds at least one block.

@@ -4,10 +4,10 @@
 //
 // The invariants, in the order they are checked (DESIGN.md, "Parallel layout"):
 //   degrees          tp, pp, cp, ep >= 1, zero 0..3, virtual stages >= 1
-//   world            W % (tp*cp*pp) == 0; an explicit dp multiplies out to W; ep divides dp
+//   world            W % (tp*cp*pp) == 0; an explicit dp multiplies out to W; ep divides dp x cp
 //   NVLink           tp <= NVLink domain (GPUs per node) and tp divides it
 //   model            heads, kv_heads and hidden % tp; seq_len % tp under sequence
-//                    parallelism and % cp; layers % (pp * virtual stages); experts % ep
+//                    parallelism and % 2cp (cp chunks); layers % (pp * virtual stages); experts % ep
 //                    (and ep > 1 only for a model with experts)
 //   batch            global_batch == micro_batch * grad_accum * dp with grad_accum whole;
 //                    with mb=M in the spec, grad_accum = M

@@ -11,6 +11,8 @@
 
 #include <toml++/toml.h>
 
+#include "common/read_file.h"
+
 #ifndef PARTRAIN_HARDWARE_DIR_DEFAULT
 #define PARTRAIN_HARDWARE_DIR_DEFAULT "/etc/partrain/hardware"
 #endif
@@ -162,8 +164,12 @@ Result<HardwareProfile> load_hardware(const std::string& name_or_path, const std
                              : env != nullptr && *env != 0 ? std::string(env)
                                                            : default_hardware_dir();
   const std::string path = is_file ? name_or_path : folder + "/" + name_or_path + ".toml";
-  std::ifstream in(path);
-  if (!in) {
+  // A profile is a few kilobytes; a FIFO or device is refused, never waited on.
+  Result<std::string> text = read_regular_file(path, "hardware profile", size_t{1} << 20);
+  if (!text && text.status().code() != StatusCode::kNotFound) {
+    return Status::invalid("partrain: --hardware " + text.status().message());
+  }
+  if (!text) {
     if (is_file) return Status::invalid("partrain: --hardware " + path + ": cannot read the file");
     std::set<std::string> names;
     std::error_code ec;
@@ -179,9 +185,7 @@ Result<HardwareProfile> load_hardware(const std::string& name_or_path, const std
                                          : "; choose one of " + list) +
                            ", or give a profile file");
   }
-  std::ostringstream text;
-  text << in.rdbuf();
-  return parse_hardware(text.str(), path);
+  return parse_hardware(*text, path);
 }
 
 }  // namespace partrain::planner

@@ -185,9 +185,11 @@ MemoryBreakdown stage_memory(const ModelDims& m, const PlanLayout& l, const Prec
   mb.stage = stage;
   // Parameters: the tp-split part over tp, experts over ep; embeddings on the first
   // stage, final norm and head on the last (a tied head keeps a copy of the embedding there).
+  // Experts are whole on every tp rank (expert-tensor-parallel 1: each tp rank routes its
+  // own tokens, engine/model/moe_tp.cc).
   double dense = dense_s * (pc.layer_split / tp + pc.layer_repl) +
                  moe_s * (pc.moe_layer_split / tp + pc.moe_layer_repl);
-  const double expert = moe_s * experts * (pc.expert_split / tp + pc.expert_repl);
+  const double expert = moe_s * experts * (pc.expert_split + pc.expert_repl);
   if (first) dense += vocab + pc.positions;
   if (last) dense += pc.final_norm + (m.tied ? (l.pp > 1 ? vocab : 0) : vocab);
   mb.params = dense + expert;
@@ -202,8 +204,7 @@ MemoryBreakdown stage_memory(const ModelDims& m, const PlanLayout& l, const Prec
     return dense * bytes_per_param / dp + expert * bytes_per_param / edp;
   };
   const double dense_block = pc.layer_split / tp + pc.layer_repl;
-  const double moe_block =
-      pc.moe_layer_split / tp + pc.moe_layer_repl + experts * (pc.expert_split / tp + pc.expert_repl);
+  const double moe_block = pc.moe_layer_split / tp + pc.moe_layer_repl + experts * (pc.expert_split + pc.expert_repl);
   const double block = std::max(dense_s > 0 ? dense_block : 0.0, moe_s > 0 ? moe_block : 0.0);
   // The embedding and tail slots; the tail of a last stage under pp holds a tied head's copy
   // of the embedding too.
@@ -224,9 +225,17 @@ MemoryBreakdown stage_memory(const ModelDims& m, const PlanLayout& l, const Prec
   const double core = (N * C * ab + N * m.H * kF32) * split;  // att, lse (b H T fp32)
   const double rest = (3 * N * C * ab + 4 * N * kF32) * seq +                   // ln1 res2 ln2
                       N * (m.qkv() + m.fc() + m.F) * ab * split;                 // qkv fc act
+  // A MoE block, per slot (engine/model/moe.cc moe_allocate), sized for the micro-batch's
+  // N tokens even under tp (a rank routes N/tp of them, but keeps the capacity's layout):
+  // router logits, slot indices and gates, expert input, hidden and output; under ep the
+  // packed send side and the outputs coming back. Its backward buffers (also per slot):
+  // gate and logit gradients, one expert's scratch, under ep the received rows' gradients
+  // and the packed send buffer; under tp the exchanged choice counts (moe_tp.cc).
   const double cap = m.E > 0 ? expert_capacity(m, N) : 0, S = m.E * cap;
-  const double moe_acts = N * m.E * ab * seq + S * (kI32 + kF32) + S * 2 * C * ab +
-                          S * (m.fc() + m.F) * ab * split;
+  const double moe_acts = N * m.E * ab + S * (kI32 + kF32) + S * 2 * C * ab + S * (m.fc() + m.F) * ab +
+                          (l.ep > 1 ? S * (kI32 + kF32) + S * C * ab : 0);
+  const double moe_ws = S * kF32 + N * m.E * ab + cap * 2 * C * ab + cap * (m.fc() + m.F) * ab +
+                        (l.ep > 1 ? 3 * S * C * ab : 0) + (l.tp > 1 ? 3 * m.E * (1 + tp) * kF32 : 0);
   const bool none = m.recompute == Recompute::kNone, full = m.recompute == Recompute::kFull;
   const bool zbh1 = l.pp > 1 && l.sched == "zbh1";
   // Per chunk: one slot (a micro-batch in flight) keeps its residual stream res_[lo..hi],
@@ -267,7 +276,9 @@ MemoryBreakdown stage_memory(const ModelDims& m, const PlanLayout& l, const Prec
     // Sequence parallel: the all-gathered input, the partial output, their whole-sequence
     // gradient, the rank's rows of it and a norm's gradient scratch (tp_allocate).
     if (l.tp > 1 && l.sp) ws += 3 * N * C * ab + N * C * ab * seq + 2 * C * gb;
-    ws += moe_c * (S * kF32 + N * m.E * ab * seq + cap * 2 * C * ab + cap * (m.fc() + m.F) * ab * split);
+    ws += k * moe_c * moe_ws;
+    // Without sp, a MoE block's own rows before they are all-gathered (moe_tp.cc).
+    if (l.tp > 1 && !l.sp && moe_c > 0) ws += N / tp * C * ab;
     // Pipeline transfers (the executor's): the received output gradient of every slot
     // unless the chunk is the last stage, the input gradient sent back of every
     // micro-batch unless it is the first.
@@ -295,7 +306,7 @@ MemoryBreakdown stage_memory(const ModelDims& m, const PlanLayout& l, const Prec
   double buffers = 0;
   if (l.dp * l.cp > 1 && l.zero < 3) buffers += 2 * std::min(kDpBucketBytes, (dense + expert) * 4);
   // (ZeRO-3's gathered and prefetched blocks are the weight slots above.)
-  if (l.ep > 1 && moe_s > 0) buffers += 2 * S * C * ab;  // dispatch and combine
+  // (The expert dispatch's send and receive rows are the engine's: in the MoE terms above.)
   mb.comm_buffers = buffers;
   mb.margin = fragmentation * (mb.engine_total() + buffers);
   mb.reserved = reserved;

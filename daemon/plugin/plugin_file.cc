@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -23,6 +24,7 @@ const char* family_name(int family) {
     case PARTRAIN_FAMILY_TENSOR: return "tensor";
     case PARTRAIN_FAMILY_PIPELINE: return "pipeline";
     case PARTRAIN_FAMILY_EXPERT: return "expert";
+    case PARTRAIN_FAMILY_CONTEXT: return "context";
     default: return "unknown";
   }
 }
@@ -52,8 +54,21 @@ Status check_owner_and_mode(const std::string& path, bool is_dir) {
   return Status::ok();
 }
 
+Status check_plugin_name_text(const std::string& name, const std::string& label) {
+  const bool ok = !name.empty() && name.size() <= 255 && std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' ||
+           c == '-';
+  });
+  if (ok) return Status::ok();
+  return Status::invalid(fmt::format(
+      "{} name '{}': refused: a plugin is named by its file in the site config's plugin_dir, in letters, "
+      "digits, '_', '.' and '-' only (no '/'); install it there and give its name, e.g. dp or zero2",
+      label, name));
+}
+
 Result<std::string> plugin_file(const std::string& dir, const std::string& name,
                                 const std::string& label) {
+  PARTRAIN_RETURN_IF_ERROR(check_plugin_name_text(name, label));
   const std::string path = (fs::path(dir) / (name + ".so")).string();
   std::error_code ec;
   if (!fs::exists(path, ec)) {

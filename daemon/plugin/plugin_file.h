@@ -22,15 +22,20 @@ struct PluginInfo {
   int abi_version = 0;  // the N of the symbol it was loaded through
 };
 
-// "data", "tensor", "pipeline", "expert", or "unknown" for a PARTRAIN_FAMILY_* value.
+// "data", "tensor", "pipeline", "expert", "context", or "unknown" for a PARTRAIN_FAMILY_* value.
 const char* family_name(int family);
 
 // Refuses (invalid, naming the path and the fix) a regular file or directory writable by
 // group or others or owned by anyone but root or the current user.
 Status check_owner_and_mode(const std::string& path, bool is_dir);
 
-// <dir>/<name>.so, or not_found naming the site config's plugin_dir when it is absent.
-// `label` names the kind in the message: "plugin", "tensor plugin", "schedule".
+// Refuses (invalid) a plugin name that is not [A-Za-z0-9_.-]+ (at most 255 bytes): a name
+// never reaches outside plugin_dir (PARTRAIN_DATA_PLUGIN=../elsewhere/evil is refused).
+Status check_plugin_name_text(const std::string& name, const std::string& label);
+
+// <dir>/<name>.so after check_plugin_name_text(), or not_found naming the site config's
+// plugin_dir when it is absent. `label` names the kind in the message: "plugin", "tensor
+// plugin", "schedule".
 Result<std::string> plugin_file(const std::string& dir, const std::string& name,
                                 const std::string& label);
 

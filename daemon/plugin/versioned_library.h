@@ -1,7 +1,8 @@
 // Opening a plugin the way every family does: check the file and its directory
-// (plugin_file.h, before dlopen), open it, probe the family's versioned symbol `<prefix><N>`
-// newest first (as NCCL probes its plugins), and refuse an exported version this partrain
-// does not load or a struct whose leading abi_version disagrees with its symbol.
+// (plugin_file.h), read its exports from the file (elf_exports.h), probe the family's
+// versioned symbol `<prefix><N>` newest first (as NCCL probes its plugins), and refuse an
+// exported version this partrain does not load or a struct whose leading abi_version
+// disagrees with its symbol -- all before dlopen, which runs the library's constructors.
 #pragma once
 
 #include <memory>

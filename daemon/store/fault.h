@@ -8,7 +8,10 @@
 //
 // Points: after_step (a step finished, before any save), shard_write (half of the shard
 // written under its temp name), before_commit (every shard durable, the WriteBatch not
-// yet written), after_commit (written, retention and the acknowledgement not yet done).
+// yet written), after_commit (written; the folder manifest, retention and the
+// acknowledgement not yet done), after_manifest (the folder manifest written too).
+// Two points fail instead of killing, as a disk answering EIO would: eio_shard (the rank's
+// shard write returns EIO) and eio_commit (the store's commit returns EIO).
 #pragma once
 
 #include <cstdint>

@@ -115,25 +115,32 @@ std::vector<PieceView> ReplicatedDpLayout::restore_part(engine::model::Model& mo
 }
 
 std::vector<PieceView> ZeroStateLayout::save_part(engine::model::Model& m, train::AdamW& opt) {
-  const int64_t begin = m.shard().begin, end = m.shard().end;
   const bool replicated = tp_rank_ == 0;
   std::vector<PieceView> out;
-  append_range_views(m.table(), Role::kWeight, m.shard_params(), begin, begin, end, replicated, &out);
-  append_range_views(m.table(), Role::kAdamM, opt.exp_avg(), begin, begin, end, replicated, &out);
-  append_range_views(m.table(), Role::kAdamV, opt.exp_avg_sq(), begin, begin, end, replicated, &out);
+  for (const engine::model::ShardOptions::Run& r : m.shard_runs()) {
+    const int64_t n = r.end - r.begin;
+    append_range_views(m.table(), Role::kWeight, m.shard_params(r), r.begin, r.begin, r.end, replicated, &out);
+    append_range_views(m.table(), Role::kAdamM, opt.exp_avg().slice(r.at, engine::Shape{n}), r.begin, r.begin, r.end,
+                       replicated, &out);
+    append_range_views(m.table(), Role::kAdamV, opt.exp_avg_sq().slice(r.at, engine::Shape{n}), r.begin, r.begin,
+                       r.end, replicated, &out);
+  }
   return out;
 }
 
 std::vector<PieceView> ZeroStateLayout::restore_part(engine::model::Model& m, train::AdamW& opt) {
-  const int64_t begin = m.shard().begin, end = m.shard().end;
   std::vector<PieceView> out;
-  if (stage_ >= 3) {
-    append_range_views(m.table(), Role::kWeight, m.shard_params(), begin, begin, end, true, &out);
-  } else {  // the replicated weights, whole (shard_params() is a view into them)
+  if (stage_ < 3) {  // the replicated weights, whole (the shard lives in them)
     append_range_views(m.table(), Role::kWeight, m.params(), 0, 0, m.num_params(), true, &out);
   }
-  append_range_views(m.table(), Role::kAdamM, opt.exp_avg(), begin, begin, end, true, &out);
-  append_range_views(m.table(), Role::kAdamV, opt.exp_avg_sq(), begin, begin, end, true, &out);
+  for (const engine::model::ShardOptions::Run& r : m.shard_runs()) {
+    const int64_t n = r.end - r.begin;
+    if (stage_ >= 3) append_range_views(m.table(), Role::kWeight, m.shard_params(r), r.begin, r.begin, r.end, true, &out);
+    append_range_views(m.table(), Role::kAdamM, opt.exp_avg().slice(r.at, engine::Shape{n}), r.begin, r.begin, r.end,
+                       true, &out);
+    append_range_views(m.table(), Role::kAdamV, opt.exp_avg_sq().slice(r.at, engine::Shape{n}), r.begin, r.begin,
+                       r.end, true, &out);
+  }
   return out;
 }
 
@@ -147,17 +154,23 @@ std::vector<PieceView> FlatSliceLayout::restore_part(engine::model::Model& model
 }
 
 std::vector<PieceView> ExpertParallelLayout::save_part(engine::model::Model& model, train::AdamW& opt) {
-  const engine::model::ParamTable& table = model.table();
-  std::vector<LogicalTensor> replicated, experts;
-  const std::vector<LogicalTensor> all = logical_tensors(table);
-  for (size_t i = 0; i < all.size(); ++i) (table.specs()[i].expert ? experts : replicated).push_back(all[i]);
-  std::vector<PieceSpec> pieces = dp_slice_pieces(replicated, dp_, dp_rank_);
-  for (PieceSpec& p : dp_slice_pieces(experts, expert_dp_, expert_dp_rank_)) pieces.push_back(std::move(p));
-  return views_of(model, opt, pieces);
+  // Each tensor's slice as local flat elements [n d / D, n (d + 1) / D) of (D, d) = (dp,
+  // dp rank) for the replicated tensors, (expert_dp, its rank) for the experts, written as
+  // logical pieces; tensors every tp rank holds whole (experts too) only from tp rank 0.
+  std::vector<PieceView> out;
+  for (Role role : kAllRoles) {
+    const engine::Tensor flat = flat_of(model, opt, role);
+    for (const engine::model::ParamSpec& p : model.table().specs()) {
+      const int64_t n = p.numel(), D = p.expert ? expert_dp_ : dp_, d = p.expert ? expert_dp_rank_ : dp_rank_;
+      const int64_t lo = p.offset + n * d / D, hi = p.offset + n * (d + 1) / D;
+      if (lo < hi) append_range_views(model.table(), role, flat, 0, lo, hi, tp_rank_ == 0, &out);
+    }
+  }
+  return out;
 }
 
 std::vector<PieceView> ExpertParallelLayout::restore_part(engine::model::Model& model, train::AdamW& opt) {
-  return all_views(model, opt);
+  return range_views(model, opt, 0, model.num_params(), true);
 }
 
 namespace {

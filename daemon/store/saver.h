@@ -69,14 +69,15 @@ class ReplicatedDpLayout final : public StateLayout {
   int dp_, dp_rank_;
 };
 
-// A ZeRO rank (stage 1-3, engine/model/sharding.h), alone or over tensor-parallel pieces:
-// it holds the shard [model.shard().begin, end) of its flat buffer (under tp the buffer of
-// its tp rank's pieces) for the weights (shard_params()) and both moments (the optimizer
-// holds them for the shard only). It writes that shard as logical pieces (shard_pieces: a
+// A ZeRO rank (stage 1-3, engine/model/sharding.h), alone or over tensor-parallel pieces,
+// with or without experts: it holds the shard's flat ranges of its flat buffer (under tp
+// the buffer of its tp rank's pieces) for the weights and both moments (the optimizer holds
+// them for the shard only). It writes those ranges as logical pieces (shard_pieces: a
 // row-parallel weight's range is one piece per row), leaving tensors every tp rank holds
-// whole to tp rank 0: each tp coordinate's dp group covers its flat buffer once, so the
-// ranks together cover every logical element once. It reads the same range back (the
-// replicated tensors too), and below stage 3 the whole weights, which it holds.
+// whole to tp rank 0: each tp coordinate's dp group covers its dense tensors once and each
+// ep rank's expert-dp group its experts once (engine/model/shard_views.h), so the ranks
+// together cover every logical element once. It reads the same ranges back (the replicated
+// tensors too), and below stage 3 the whole weights, which it holds.
 class ZeroStateLayout final : public StateLayout {
  public:
   explicit ZeroStateLayout(int stage, int tp_rank = 0) : stage_(stage), tp_rank_(tp_rank) {}
@@ -107,22 +108,24 @@ class FlatSliceLayout final : public StateLayout {
   int tp_rank_, dp_, dp_rank_;
 };
 
-// An expert-parallel rank (ep > 1, no ZeRO, no tp; inside pipeline stages too): it holds the replicated tensors whole and
-// only its ep shard's experts (engine/model/expert_parallel.h), under their logical names.
-// dp rank d writes the d-th 1/dp slice of every replicated tensor; of its experts, the
-// expert-data-parallel rank e writes the e-th 1/expert_dp slice (the ranks holding the same
-// experts share them). A restore reads every local tensor back, from pieces of any layout.
+// An expert-parallel rank (ep > 1, no ZeRO; with tp and inside pipeline stages too): it
+// holds the replicated tensors (under tp its pieces of them) and only its ep shard's
+// experts (engine/model/expert_parallel.h), whole on every tp rank, under their logical
+// names. dp rank d writes the d-th 1/dp slice of every replicated tensor; of its experts,
+// the expert-data-parallel rank e writes the e-th 1/expert_dp slice (the ranks holding the
+// same experts share them); tensors every tp rank holds whole (norms, routers, experts)
+// only tp rank 0 writes. A restore reads every local tensor back, from pieces of any layout.
 class ExpertParallelLayout final : public StateLayout {
  public:
-  ExpertParallelLayout(int dp, int dp_rank, int expert_dp, int expert_dp_rank)
-      : dp_(dp), dp_rank_(dp_rank), expert_dp_(expert_dp), expert_dp_rank_(expert_dp_rank) {}
+  ExpertParallelLayout(int dp, int dp_rank, int expert_dp, int expert_dp_rank, int tp_rank = 0)
+      : dp_(dp), dp_rank_(dp_rank), expert_dp_(expert_dp), expert_dp_rank_(expert_dp_rank), tp_rank_(tp_rank) {}
 
  protected:
   std::vector<PieceView> save_part(engine::model::Model& model, engine::train::AdamW& opt) override;
   std::vector<PieceView> restore_part(engine::model::Model& model, engine::train::AdamW& opt) override;
 
  private:
-  int dp_, dp_rank_, expert_dp_, expert_dp_rank_;
+  int dp_, dp_rank_, expert_dp_, expert_dp_rank_, tp_rank_;
 };
 // Restores `layout`'s views (plain dp when null: all weights and both Adam moments) from the
 // checkpoint's pieces (of any layout: each range is read from whichever pieces overlap it,

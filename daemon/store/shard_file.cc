@@ -5,12 +5,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 
 #include <fmt/format.h>
 
+#include "common/read_file.h"
 #include "engine/io/atomic_file.h"
 #include "common/crc32c.h"
 #include "store/fault.h"
@@ -18,18 +20,23 @@
 namespace partrain::store {
 namespace {
 
+// fsync of a folder, so the entries made or removed in it survive a crash.
+Status sync_dir(const std::string& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return Status::io_error(fmt::format("{}: cannot open: {}", dir, std::strerror(errno)));
+  const int rc = ::fsync(fd);
+  const int err = errno;
+  ::close(fd);
+  if (rc != 0) return Status::io_error(fmt::format("{}: fsync failed: {}", dir, std::strerror(err)));
+  return Status::ok();
+}
+
 // mkdir + fsync of the parent, so the new folder survives a crash with the files in it.
 Status make_durable_dir(const std::string& root, const std::string& dir) {
   if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
     return Status::io_error(fmt::format("{}: cannot create: {}", dir, std::strerror(errno)));
   }
-  const int fd = ::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return Status::io_error(fmt::format("{}: cannot open: {}", root, std::strerror(errno)));
-  const int rc = ::fsync(fd);
-  const int err = errno;
-  ::close(fd);
-  if (rc != 0) return Status::io_error(fmt::format("{}: fsync failed: {}", root, std::strerror(err)));
-  return Status::ok();
+  return sync_dir(root);
 }
 
 // pread of the whole range; returns the bytes read (fewer at end of file).
@@ -64,6 +71,47 @@ int64_t parse_step_folder(const std::string& name) {
   return v;
 }
 
+Result<std::vector<int64_t>> list_step_folders(const std::string& root) {
+  std::vector<int64_t> steps;
+  std::error_code ec;
+  if (!std::filesystem::exists(root, ec)) return steps;
+  for (const std::filesystem::directory_entry& e : std::filesystem::directory_iterator(root, ec)) {
+    const int64_t step = parse_step_folder(e.path().filename().string());
+    if (step >= 0 && e.is_directory(ec)) steps.push_back(step);
+  }
+  if (ec) return Status::io_error(fmt::format("{}: cannot list: {}", root, ec.message()));
+  std::sort(steps.begin(), steps.end());
+  return steps;
+}
+
+Result<std::vector<std::string>> remove_temp_files(const std::string& root, int64_t step) {
+  std::vector<std::string> removed;
+  std::error_code ec;
+  const std::string dir = root + "/" + step_folder(step);
+  for (const std::filesystem::directory_entry& f : std::filesystem::directory_iterator(dir, ec)) {
+    if (f.path().filename().string().find(".tmp.") == std::string::npos) continue;
+    std::error_code rm;
+    std::filesystem::remove(f.path(), rm);
+    if (rm) return Status::io_error(fmt::format("{}: cannot remove: {}", f.path().string(), rm.message()));
+    removed.push_back(f.path().string());
+  }
+  if (ec) return Status::io_error(fmt::format("{}: cannot list: {}", dir, ec.message()));
+  return removed;
+}
+
+Status remove_step(const std::string& root, int64_t step) {
+  const std::string dir = root + "/" + step_folder(step);
+  if (::unlink((dir + "/manifest").c_str()) == 0) {
+    PARTRAIN_RETURN_IF_ERROR(sync_dir(dir));
+  } else if (errno != ENOENT) {
+    return Status::io_error(fmt::format("{}/manifest: cannot remove: {}", dir, std::strerror(errno)));
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+  if (ec) return Status::io_error(fmt::format("{}: cannot remove: {}", dir, ec.message()));
+  return Status::ok();
+}
+
 Result<std::vector<PieceRecord>> write_shard(const std::string& root, int64_t step, int rank,
                                              const std::vector<PieceData>& pieces) {
   const std::string rel_dir = step_folder(step);
@@ -83,6 +131,10 @@ Result<std::vector<PieceRecord>> write_shard(const std::string& root, int64_t st
     offset += r.bytes;
     out.push_back(std::move(r));
   }
+  if (fault_armed("eio_shard", step, rank)) {  // the disk fails the write (tests)
+    return Status::io_error(fmt::format("checkpoint of step {}: {}/{}: write failed: {} (PARTRAIN_FAULT)", step,
+                                        root, rel, std::strerror(EIO)));
+  }
   if (fault_armed("shard_write", step, rank) && !parts.empty()) {
     // Die with half the shard in its temp file, as a kill -9 during the write would.
     const std::string tmp = fmt::format("{}/{}.tmp.{}", root, rel, ::getpid());
@@ -101,15 +153,16 @@ Result<std::vector<PieceRecord>> write_shard(const std::string& root, int64_t st
 Result<std::vector<float>> read_piece(const std::string& root, const PieceRecord& piece) {
   const std::string path = root + "/" + piece.file;
   if (piece.bytes % sizeof(float) != 0) return Status::corruption(path + ": piece size is not whole F32 elements");
-  std::vector<float> data(piece.bytes / sizeof(float));
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    return Status::corruption(fmt::format("{}: cannot open ({}); expected CRC-32C {:08x} of {} bytes "
-                                          "at offset {}", path, std::strerror(errno), piece.crc32c,
-                                          piece.bytes, piece.offset));
+  Result<RegularFile> file = open_regular_file(path, "checkpoint shard");
+  if (!file) {
+    return Status::corruption(fmt::format("{}; expected CRC-32C {:08x} of {} bytes at offset {}",
+                                          file.status().message(), piece.crc32c, piece.bytes, piece.offset));
   }
-  Result<size_t> n = read_at(fd, path, piece.offset, data.data(), piece.bytes);
-  ::close(fd);
+  // Never more memory than the file can fill: a record (or a damaged one) may claim any size.
+  const uint64_t size = static_cast<uint64_t>(file->size());
+  const uint64_t there = piece.offset < size ? std::min(piece.bytes, size - piece.offset) : 0;
+  std::vector<float> data((there + sizeof(float) - 1) / sizeof(float));
+  Result<size_t> n = read_at(file->fd(), path, piece.offset, data.data(), there);
   if (!n) return n.status();
   const uint32_t actual = crc32c(data.data(), *n);
   if (*n != piece.bytes) {
@@ -117,7 +170,7 @@ Result<std::vector<float>> read_piece(const std::string& root, const PieceRecord
                                           "the file has {}; expected CRC-32C {:08x}, actual {:08x} (of "
                                           "what is there)", path, piece.spec.tensor, role_name(piece.spec.role),
                                           piece.spec.begin, piece.spec.end, piece.bytes, piece.offset,
-                                          piece.offset + *n, piece.crc32c, actual));
+                                          std::min<uint64_t>(size, piece.offset + *n), piece.crc32c, actual));
   }
   if (actual != piece.crc32c) {
     return Status::corruption(fmt::format("{}: checksum mismatch in {} {} [{}, {}) at offset {}: "

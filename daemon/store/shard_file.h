@@ -27,6 +27,14 @@ std::string step_folder(int64_t step);
 // The step of a folder name made by step_folder, or -1.
 int64_t parse_step_folder(const std::string& name);
 
+// The steps of every step folder under ROOT, ascending (none when ROOT does not exist).
+Result<std::vector<int64_t>> list_step_folders(const std::string& root);
+// Deletes the temp files (".tmp.") a dead write left in ROOT/step-N; returns their paths.
+Result<std::vector<std::string>> remove_temp_files(const std::string& root, int64_t step);
+// Deletes ROOT/step-N: its manifest first (durably), then the rest, so a crash half way
+// never leaves a folder that claims to be a whole committed checkpoint.
+Status remove_step(const std::string& root, int64_t step);
+
 // One piece to write: what it is and its elements (spec.end - spec.begin floats).
 struct PieceData {
   PieceSpec spec;

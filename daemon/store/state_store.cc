@@ -1,6 +1,12 @@
 // See state_store.h.
 #include "store/state_store.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <charconv>
+#include <ctime>
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -19,13 +25,32 @@ namespace fs = std::filesystem;
 
 std::string ckpt_key(int64_t step) { return fmt::format("ckpt/{:020d}", step); }
 
+// The process holding ROOT/state.db/LOCK (RocksDB's fcntl lock), or 0 when none is seen.
+pid_t lock_holder(const std::string& db_path) {
+  const int fd = ::open((db_path + "/LOCK").c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  struct flock fl {};
+  fl.l_type = F_WRLCK;
+  fl.l_whence = SEEK_SET;
+  const int rc = ::fcntl(fd, F_GETLK, &fl);
+  ::close(fd);
+  return rc == 0 && fl.l_type != F_UNLCK ? fl.l_pid : 0;
+}
+
 Status from_rocks(const rocksdb::Status& s, const std::string& what) {
   if (s.ok()) return Status::ok();
   if (s.IsIOError() && s.ToString().find("lock") != std::string::npos) {
-    return Status::unavailable(fmt::format("{}: {}; another partrain process of this run holds it "
-                                           "(only the coordinator may open the state store)", what, s.ToString()));
+    // Two runs on one checkpoint folder: no restart cures that, so it is not retryable.
+    const pid_t holder = lock_holder(what);
+    return Status::invalid(fmt::format("{}: in use by another partrain run{} (only one coordinator may open a "
+                                       "state store); stop that run, or give this job another [checkpoint] dir "
+                                       "or run_dir", what, holder > 0 ? fmt::format(" (pid {})", holder) : ""));
   }
-  if (s.IsCorruption()) return Status::corruption(fmt::format("{}: {}", what, s.ToString()));
+  // A file of the store missing (a deleted MANIFEST or SST), or one RocksDB cannot parse:
+  // the store is damaged, which the coordinator answers by setting it aside.
+  if (s.IsCorruption() || s.IsPathNotFound() || s.IsInvalidArgument() || s.IsNotSupported()) {
+    return Status::corruption(fmt::format("{}: {}", what, s.ToString()));
+  }
   return Status::io_error(fmt::format("{}: {}", what, s.ToString()));
 }
 
@@ -100,65 +125,43 @@ Result<int64_t> StateStore::latest() const {
   rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), "latest", &v);
   if (s.IsNotFound()) return int64_t{-1};
   PARTRAIN_RETURN_IF_ERROR(from_rocks(s, root_ + "/state.db"));
-  return static_cast<int64_t>(std::stoll(v));
+  int64_t step = -1;
+  auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), step);
+  if (ec != std::errc() || p != v.data() + v.size() || step < 0) {
+    return Status::corruption(fmt::format("{}/state.db: the newest-step pointer '{}' is not a step", root_, v));
+  }
+  return step;
 }
 
-Result<std::vector<int64_t>> StateStore::commit(const Checkpoint& c, const RunMeta& meta, int keep) {
+Status StateStore::commit(const Checkpoint& c, const RunMeta& meta, const std::vector<int64_t>& drop) {
   if (read_only_) return Status::internal("commit on a read-only state store");
-  Result<std::vector<Checkpoint>> have = checkpoints();
-  if (!have) return have.status();
   rocksdb::WriteBatch batch;
   batch.Put(ckpt_key(c.state.step), encode_checkpoint(c));
-  batch.Put("latest", std::to_string(c.state.step));
   batch.Put("meta/version", meta.version);
   batch.Put("meta/config_hash", meta.config_hash);
   batch.Put("meta/layout", meta.layout);
-  // Newest first, the new one counted: those past `keep` go in the same batch.
-  std::vector<int64_t> steps{c.state.step};
-  for (const Checkpoint& h : *have) {
-    if (h.state.step != c.state.step) steps.push_back(h.state.step);
+  for (int64_t step : drop) {
+    if (step != c.state.step) batch.Delete(ckpt_key(step));
   }
-  std::sort(steps.rbegin(), steps.rend());
-  std::vector<int64_t> dropped;
-  for (size_t i = static_cast<size_t>(std::max(1, keep)); i < steps.size(); ++i) {
-    batch.Delete(ckpt_key(steps[i]));
-    dropped.push_back(steps[i]);
-  }
+  // The newest pointer: this step, unless the store holds a newer one that stays.
+  Result<int64_t> newest = latest();
+  if (!newest) return newest.status();
+  const bool newer_stays = *newest > c.state.step && std::find(drop.begin(), drop.end(), *newest) == drop.end();
+  if (!newer_stays) batch.Put("latest", std::to_string(c.state.step));
   rocksdb::WriteOptions wo;
   wo.sync = true;
-  PARTRAIN_RETURN_IF_ERROR(from_rocks(db_->Write(wo, &batch), root_ + "/state.db: commit"));
-  return dropped;
+  return from_rocks(db_->Write(wo, &batch), root_ + "/state.db: commit");
 }
 
-Result<std::vector<std::string>> remove_uncommitted(const std::string& root,
-                                                    const std::vector<int64_t>& committed) {
-  std::vector<std::string> removed;
+Result<std::string> set_aside_store(const std::string& root) {
+  const std::string from = root + "/state.db";
+  const std::string base = fmt::format("{}.damaged-{}", from, static_cast<long long>(::time(nullptr)));
+  std::string to = base;
   std::error_code ec;
-  for (const fs::directory_entry& e : fs::directory_iterator(root, ec)) {
-    const int64_t step = parse_step_folder(e.path().filename().string());
-    if (step < 0) continue;
-    if (std::find(committed.begin(), committed.end(), step) == committed.end()) {
-      fs::remove_all(e.path(), ec);
-      if (ec) return Status::io_error(fmt::format("{}: cannot remove: {}", e.path().string(), ec.message()));
-      removed.push_back(e.path().string());
-      continue;
-    }
-    for (const fs::directory_entry& f : fs::directory_iterator(e.path(), ec)) {
-      if (f.path().filename().string().find(".tmp.") != std::string::npos) {
-        fs::remove(f.path(), ec);
-        removed.push_back(f.path().string());
-      }
-    }
-  }
-  if (ec) return Status::io_error(fmt::format("{}: cannot list: {}", root, ec.message()));
-  return removed;
-}
-
-Status remove_step(const std::string& root, int64_t step) {
-  std::error_code ec;
-  fs::remove_all(fs::path(root) / step_folder(step), ec);
-  if (ec) return Status::io_error(fmt::format("{}/{}: cannot remove: {}", root, step_folder(step), ec.message()));
-  return Status::ok();
+  for (int k = 1; fs::exists(to, ec); ++k) to = fmt::format("{}-{}", base, k);
+  fs::rename(from, to, ec);
+  if (ec) return Status::io_error(fmt::format("{}: cannot move the damaged state store aside to {}: {}", from, to, ec.message()));
+  return to;
 }
 
 std::string config_hash(const std::vector<LogicalTensor>& tensors, uint64_t seed, int global_batch,

@@ -8,8 +8,10 @@
 //   ckpt/<step, 20 digits>                        a committed checkpoint (encode_checkpoint)
 //   latest                                        the newest committed step
 // A checkpoint is committed by one synced WriteBatch (manifest, state and pointer
-// together, older checkpoints beyond `keep` dropped in the same batch), after every
-// rank's shards are durable. Whatever the batch did not reach does not exist.
+// together, the checkpoints retention drops removed in the same batch), after every
+// rank's shards are durable. Whatever the batch did not reach does not exist, unless its
+// folder holds the copy of its record a commit leaves there (folder_manifest.h): then the
+// store lost it (a damaged WAL) and the coordinator takes it back.
 #pragma once
 
 #include <cstdint>
@@ -35,8 +37,9 @@ struct RunMeta {
 
 class StateStore {
  public:
-  // Opens (creating when `read_only` is false) ROOT/state.db. unavailable when another
-  // process holds it; corruption when RocksDB cannot recover it.
+  // Opens (creating when `read_only` is false) ROOT/state.db. invalid, naming the process
+  // when it can, when another process holds it (two runs on one checkpoint folder: a
+  // restart cannot cure that); corruption when RocksDB cannot recover it.
   static Result<std::unique_ptr<StateStore>> open(const std::string& root, bool read_only = false);
   ~StateStore();
   StateStore(const StateStore&) = delete;
@@ -49,10 +52,10 @@ class StateStore {
   // The newest committed step, or -1.
   Result<int64_t> latest() const;
 
-  // Commits `c` with `meta` in one synced WriteBatch and drops the committed checkpoints
-  // older than the `keep` newest from the store; returns their steps (their files are the
-  // caller's to delete, now that the newer one is durable).
-  Result<std::vector<int64_t>> commit(const Checkpoint& c, const RunMeta& meta, int keep);
+  // Commits `c` with `meta` in one synced WriteBatch, which also drops the checkpoints of
+  // `drop` from the store (retention: the coordinator decides which; their files are the
+  // caller's to delete once this returned, now that the newer one is durable).
+  Status commit(const Checkpoint& c, const RunMeta& meta, const std::vector<int64_t>& drop);
 
  private:
   StateStore() = default;
@@ -61,12 +64,10 @@ class StateStore {
   bool read_only_ = false;
 };
 
-// Deletes ROOT/step-N for every N not in `committed` (a save that never committed: a
-// crash, a full disk) and temp files left in committed folders. Returns what it removed.
-Result<std::vector<std::string>> remove_uncommitted(const std::string& root,
-                                                    const std::vector<int64_t>& committed);
-// Deletes ROOT/step-N (a checkpoint retention dropped).
-Status remove_step(const std::string& root, int64_t step);
+// Moves a state store RocksDB cannot read (ROOT/state.db) aside to
+// ROOT/state.db.damaged-<unix seconds>[-k], keeping every byte of it for inspection, so that
+// a fresh one can be made; returns the new name.
+Result<std::string> set_aside_store(const std::string& root);
 
 // The config hash: CRC-32C over what a checkpoint's numbers depend on beyond the tensors
 // (the seed, global batch and sequence length) and every tensor's name and shape.

@@ -85,6 +85,16 @@ int broadcast(void* ctx, float* data, size_t count, int root, void** work, char*
   });
 }
 
+int exchange(void* ctx, const float* send, size_t send_count, int to, float* recv, size_t recv_count, int from,
+             void** work, char* err, size_t err_len) noexcept {
+  std::vector<comm::Communicator::P2pOp> ops;
+  if (send_count > 0) ops.push_back({true, const_cast<float*>(send), send_count, to, 0});
+  if (recv_count > 0) ops.push_back({false, recv, recv_count, from, 0});
+  return start("exchange", work, err, err_len, [&] {
+    return static_cast<comm::Communicator*>(ctx)->batch_send_recv(ops);
+  });
+}
+
 int wait(void* /*ctx*/, void* work, char* err, size_t err_len) noexcept {
   try {
     if (work == nullptr) return fail(PARTRAIN_EINVAL, "wait: work is NULL", err, err_len);
@@ -123,6 +133,16 @@ partrain_comm_v2_t make_plugin_comm_v2(comm::Communicator* comm) {
   c.all_gather = &all_gather;
   c.broadcast = &broadcast;
   return c;
+}
+
+partrain_p2p_v1_t make_plugin_p2p(comm::Communicator* comm) {
+  partrain_p2p_v1_t p{};
+  p.ctx = comm;
+  p.rank = comm->rank();
+  p.size = comm->size();
+  p.exchange = &exchange;
+  p.wait = &wait;
+  return p;
 }
 
 partrain_alltoall_v1_t make_plugin_all_to_all(comm::Communicator* comm) {

@@ -15,6 +15,7 @@ DataPluginComm::~DataPluginComm() {
 
 Status DataPluginComm::status_of(int rc, const char* what) const {
   if (rc == PARTRAIN_OK) return Status::ok();
+  err_[sizeof err_ - 1] = '\0';  // a plugin may fill the buffer without its terminator
   const std::string msg = fmt::format("data plugin {}: {}", what, err_);
   if (rc == PARTRAIN_EINVAL) return Status::invalid(msg);
   if (rc == PARTRAIN_EUNAVAIL) return Status::unavailable(msg);

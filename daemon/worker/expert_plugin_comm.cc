@@ -24,7 +24,10 @@ Status ExpertPluginComm::init(const std::string& config_toml, int num_experts, i
   if (rc == PARTRAIN_OK) return Status::ok();
   err_[sizeof err_ - 1] = '\0';
   const std::string msg = fmt::format("expert plugin {}: init: {}", api_->name, err_);
-  return rc == PARTRAIN_EINVAL ? Status::invalid(msg) : Status::unavailable(msg);
+  // Only a peer or device the plugin lost (EUNAVAIL) is worth a restart; its own bug is not.
+  return rc == PARTRAIN_EINVAL    ? Status::invalid(msg)
+         : rc == PARTRAIN_EUNAVAIL ? Status::unavailable(msg)
+                                   : Status::internal(msg);
 }
 
 void ExpertPluginComm::keep(int rc, const char* what) {
@@ -63,14 +66,6 @@ Status ExpertPluginComm::step_end(partrain_expert_stats_v1_t* stats) {
   if (api_->step_end == nullptr) return Status::ok();
   keep(api_->step_end(state_, stats, err_, sizeof err_), "step_end");
   return status_;
-}
-
-size_t replicated_numel(const engine::model::ParamTable& table, int ep) {
-  size_t n = 0;
-  for (const engine::model::ParamSpec& spec : table.specs()) {
-    if (!(spec.expert && ep > 1)) n += static_cast<size_t>(spec.numel());
-  }
-  return n;
 }
 
 Status reduce_expert_grads(ExpertPluginComm& comm, engine::model::Model& model, float scale) {

@@ -52,12 +52,6 @@ class ExpertPluginComm final : public engine::model::ExpertComm {
   char err_[1024] = {0};
 };
 
-// What the data-parallel loop and the pipeline executor both do under ep > 1:
-
-// The elements the data plugin averages over the dp group: every tensor but the experts'
-// (all of them when ep == 1).
-size_t replicated_numel(const engine::model::ParamTable& table, int ep);
-
 // The model's expert gradients summed over the expert-data-parallel group, times `scale`
 // (1/dp: each already holds every ep rank's micro-batches, each scaled 1/m): one plugin
 // call per run of consecutive expert tensors (one per MoE block).

@@ -14,6 +14,7 @@
 #include <charconv>
 #include <chrono>
 #include <cstdio>
+#include <new>
 #include <cstdlib>
 #include <optional>
 #include <string>
@@ -189,6 +190,9 @@ int main(int argc, char** argv) {
     if (s.is_ok()) return kExitOk;
     log::error("worker", "{}", s.message());
     return exit_code_for(s);
+  } catch (const std::bad_alloc&) {
+    log::error("worker", "{}", kOutOfMemoryMessage);
+    return kExitUsage;
   } catch (const std::exception& e) {
     log::error("worker", "internal error: {}", e.what());
     return kExitFailure;

@@ -18,7 +18,9 @@ Status ParallelHooks::zero_status() const {
 }
 
 Status ParallelHooks::begin_step(int64_t step) {
-  return a_.data != nullptr ? a_.data->step_begin(step) : Status::ok();
+  if (a_.data != nullptr) PARTRAIN_RETURN_IF_ERROR(a_.data->step_begin(step));
+  if (a_.expert_data != nullptr) PARTRAIN_RETURN_IF_ERROR(a_.expert_data->step_begin(step));
+  return Status::ok();
 }
 
 // A block's gradients are final: hand its tensors over now, back to front.
@@ -49,26 +51,47 @@ Status ParallelHooks::hand_over(int part, size_t i) {
   const train::ModelPart& p = trainer_.parts()[static_cast<size_t>(part)];
   const engine::model::ParamSpec& spec = p.model->table().specs()[i];
   handed_[static_cast<size_t>(part)][i] = true;
+  const engine::Tensor grad = p.model->grads().slice(spec.offset, engine::Shape{spec.numel()});
+  if (stage() == 1) {  // ZeRO-1: this rank's part of the average is added into the part's shard
+    ZeroComm& z = *a_.zero[static_cast<size_t>(part)];
+    z.reduce_grads(grad, spec.offset, p.model->shard_grads());  // (summed over tp first where tp_summed)
+    return z.status();
+  }
+  PARTRAIN_RETURN_IF_ERROR(sum_over_tp(grad, spec));
   if (spec.expert && a_.expert != nullptr) return Status::ok();  // summed over expert-dp in sync_grads
-  // ZeRO-1: the plugin adds this rank's part of the average into the part's gradient shard.
-  float* shard = stage() == 1 ? a_.zero[static_cast<size_t>(part)]->shard_base(p.model->shard_grads()) : nullptr;
-  return a_.data->grads_ready(p.model->grads().ptr<float>() + spec.offset,
-                              static_cast<size_t>(p.view_offset + spec.offset), static_cast<size_t>(spec.numel()),
-                              shard);
+  const size_t at = static_cast<size_t>(p.view_offset[0] + p.views.view_offset(spec));
+  return a_.data->grads_ready(grad.ptr<float>(), at, static_cast<size_t>(spec.numel()), nullptr);
+}
+
+// A MoE router's or expert's gradient under tp: each tp rank routed its own tokens.
+Status ParallelHooks::sum_over_tp(const engine::Tensor& grad, const engine::model::ParamSpec& spec) {
+  if (!spec.tp_summed || a_.tensor == nullptr) return Status::ok();
+  a_.tensor->all_reduce_sum(grad);
+  return a_.tensor->status();
 }
 
 Status ParallelHooks::sync_grads(train::StepMetrics* m) {
   if (a_.tensor != nullptr) PARTRAIN_RETURN_IF_ERROR(a_.tensor->status());
+  if (a_.context != nullptr) PARTRAIN_RETURN_IF_ERROR(a_.context->status());
+  if (a_.data == nullptr) {  // no data plugin to hand the gradients to: the tp sums here
+    for (train::ModelPart& p : trainer_.parts()) {
+      for (const engine::model::ParamSpec& spec : p.model->table().specs()) {
+        PARTRAIN_RETURN_IF_ERROR(sum_over_tp(p.model->grads().slice(spec.offset, engine::Shape{spec.numel()}), spec));
+      }
+    }
+  }
   if (a_.data != nullptr) {
     PARTRAIN_RETURN_IF_ERROR(zero_status());
     // A v1 plugin is handed the one flat gradient buffer it averages.
     const bool flat = stage() < 2 && trainer_.parts().size() == 1;
     PARTRAIN_RETURN_IF_ERROR(a_.data->grads_done(flat ? model(0).grads().ptr<float>() : nullptr));
   }
-  if (a_.expert != nullptr) {
+  if (a_.expert_data != nullptr) {  // ZeRO: the experts were reduced over expert-dp with the rest
+    PARTRAIN_RETURN_IF_ERROR(a_.expert_data->grads_done(nullptr));
+  } else if (a_.expert != nullptr) {
     PARTRAIN_RETURN_IF_ERROR(a_.expert->status());
     for (train::ModelPart& p : trainer_.parts()) {
-      PARTRAIN_RETURN_IF_ERROR(reduce_expert_grads(*a_.expert, *p.model, 1.0f / static_cast<float>(a_.dp)));
+      PARTRAIN_RETURN_IF_ERROR(reduce_expert_grads(*a_.expert, *p.model, 1.0f / static_cast<float>(a_.dp * a_.cp)));
     }
   }
   PARTRAIN_RETURN_IF_ERROR(sum_tied_embeddings());
@@ -104,10 +127,9 @@ Status ParallelHooks::sum_tied_embeddings() {
         Result<engine::Tensor> whole = alloc();
         if (!whole) return whole.status();
         mine = *whole;
-        PARTRAIN_RETURN_IF_ERROR(a_.data->params_gather(a_.zero[i]->shard_base(m.shard_grads()), mine.ptr<float>(),
-                                                        static_cast<size_t>(p.view_offset + spec.offset),
-                                                        static_cast<size_t>(spec.numel())));
-        PARTRAIN_RETURN_IF_ERROR(a_.data->params_wait(mine.ptr<float>()));
+        a_.zero[i]->gather_params(m.shard_grads(), mine, spec.offset);
+        a_.zero[i]->wait_params(mine);
+        PARTRAIN_RETURN_IF_ERROR(a_.zero[i]->status());
       }
       Result<engine::Tensor> other = alloc();
       if (!other) return other.status();
@@ -120,11 +142,12 @@ Status ParallelHooks::sum_tied_embeddings() {
         return Status::ok();
       }
       // The tensor's elements inside this rank's shard of the part.
-      const int64_t lo = std::max(m.shard().begin, spec.offset);
-      const int64_t hi = std::min(m.shard().end, spec.offset + spec.numel());
-      if (lo < hi) {
-        be.accumulate(m.shard_grads().slice(lo - m.shard().begin, {hi - lo}),
-                      other->slice(lo - spec.offset, {hi - lo}));
+      for (const engine::model::ShardOptions::Run& r : m.shard_runs()) {
+        const int64_t lo = std::max(r.begin, spec.offset), hi = std::min(r.end, spec.offset + spec.numel());
+        if (lo < hi) {
+          be.accumulate(m.shard_grads().slice(r.at + (lo - r.begin), {hi - lo}),
+                        other->slice(lo - spec.offset, {hi - lo}));
+        }
       }
       return Status::ok();
     }();
@@ -134,15 +157,19 @@ Status ParallelHooks::sum_tied_embeddings() {
   return Status::ok();
 }
 
-// The step's routing over the global batch: each stage counted its own MoE blocks, so the
-// counts are summed over pp, then over dp (whole numbers well inside float's exact range);
-// the mean aux loss likewise, then averaged over dp.
+// The step's routing over the global batch: under tp each rank counted its own tokens and
+// each stage its own MoE blocks, so the counts are summed over tp, pp, then dp (whole
+// numbers well inside float's exact range); the mean aux loss (the micro-batch's on every tp
+// rank) over pp, then averaged over dp.
 Status ParallelHooks::reduce_moe_stats(train::StepMetrics* m) {
-  if (m->experts == 0 || (a_.pp == nullptr && a_.dp_values == nullptr)) return Status::ok();
+  if (m->experts == 0 || (a_.pp == nullptr && a_.dp_values == nullptr && a_.tp == nullptr)) return Status::ok();
   const size_t n = m->expert_tokens.size();
   std::vector<float> v(m->expert_tokens.begin(), m->expert_tokens.end());
+  v.push_back(static_cast<float>(m->dropped_tokens));
+  // Under tp each rank counted its own tokens (the aux loss is the micro-batch's on each).
+  if (a_.tp != nullptr) PARTRAIN_RETURN_IF_ERROR(a_.tp->all_reduce(v.data(), v.size(), comm::ReduceOp::kSum)->wait());
   const Split2 aux = split(m->aux_loss);
-  for (float x : {static_cast<float>(m->dropped_tokens), aux.head, aux.rest}) v.push_back(x);
+  for (float x : {aux.head, aux.rest}) v.push_back(x);
   if (a_.pp != nullptr) PARTRAIN_RETURN_IF_ERROR(a_.pp->all_reduce(v.data(), v.size(), comm::ReduceOp::kSum)->wait());
   if (a_.dp_values != nullptr) PARTRAIN_RETURN_IF_ERROR(a_.dp_values->all_reduce(v.data(), v.size(), comm::ReduceOp::kSum));
   for (size_t i = 0; i < n; ++i) m->expert_tokens[i] = static_cast<int64_t>(v[i]);
@@ -175,10 +202,10 @@ Status ParallelHooks::reduce_loss(double* loss, bool* stop) {
 
 Status ParallelHooks::reduce_norm(const train::GradSquares& local, double* total) {
   double sq = local.dense;
-  if (a_.expert != nullptr) {
+  if (a_.expert != nullptr && a_.zero.empty()) {  // each ep rank holds its experts whole
     sq += a_.expert->sum(local.experts);
     PARTRAIN_RETURN_IF_ERROR(a_.expert->status());
-  } else {
+  } else {  // one rank's experts, or ZeRO's expert-dp shards, which the dp sum covers
     sq += local.experts;
   }
   if (!a_.zero.empty()) {  // the shards' squares over the dp group
@@ -204,6 +231,11 @@ Status ParallelHooks::after_step(train::StepMetrics* m) {
     PARTRAIN_RETURN_IF_ERROR(a_.expert->step_end(&es));
     m->add_comm(train::CommAxis::kEp, es.comm_ms, es.comm_ms, static_cast<int>(es.collectives));
   }
+  if (a_.context != nullptr) {  // the K/V transfers: the ring's overlap the host's attention
+    partrain_context_stats_v1_t cs{};
+    PARTRAIN_RETURN_IF_ERROR(a_.context->step_end(&cs));
+    m->add_comm(train::CommAxis::kCp, cs.comm_ms, cs.exposed_ms, static_cast<int>(cs.collectives));
+  }
   if (a_.tensor != nullptr) {  // the regions' collectives: all exposed (each is waited for)
     partrain_tensor_stats_v1_t ts{};
     PARTRAIN_RETURN_IF_ERROR(a_.tensor->step_end(&ts));
@@ -214,16 +246,15 @@ Status ParallelHooks::after_step(train::StepMetrics* m) {
   if (stage() == 1 || stage() == 2) {  // every rank stepped its shard: gather the full parameters
     for (size_t i = 0; i < trainer_.parts().size(); ++i) {
       train::ModelPart& p = trainer_.parts()[i];
-      float* params = p.model->params().ptr<float>();
-      PARTRAIN_RETURN_IF_ERROR(a_.data->params_gather(a_.zero[i]->shard_base(p.model->shard_params()), params,
-                                                      static_cast<size_t>(p.view_offset),
-                                                      static_cast<size_t>(p.model->num_params())));
-      PARTRAIN_RETURN_IF_ERROR(a_.data->params_wait(params));
+      PARTRAIN_RETURN_IF_ERROR(a_.zero[i]->gather_in_place(p.model->params(), 0, p.model->num_params()));
     }
   }
-  partrain_sync_stats_v2_t stats{};
-  PARTRAIN_RETURN_IF_ERROR(a_.data->step_end(&stats));
-  m->add_comm(train::CommAxis::kDp, stats.comm_ms, stats.exposed_ms, static_cast<int>(stats.collectives));
+  for (DataPluginComm* d : {a_.data, a_.expert_data}) {
+    if (d == nullptr) continue;
+    partrain_sync_stats_v2_t stats{};
+    PARTRAIN_RETURN_IF_ERROR(d->step_end(&stats));
+    m->add_comm(train::CommAxis::kDp, stats.comm_ms, stats.exposed_ms, static_cast<int>(stats.collectives));
+  }
   return Status::ok();
 }
 

@@ -7,19 +7,29 @@
 //                       0/1; ZeRO-2/3 models hand their segments over themselves), so a full
 //                       bucket is all-reduced while the blocks below are still in backward
 //   sync_grads          the data plugin finishes (dp: averaged over the dp group, which links
-//                       one tp coordinate of one stage); the experts' gradients summed over
-//                       the expert-dp group and scaled 1/dp (each already holds every ep
-//                       rank's tokens); GPT-2's tied wte summed between the first and last
-//                       stage; the MoE routing summed over pp and dp
+//                       one tp coordinate of one stage; under cp the dp x cp group); the
+//                       experts' gradients summed over the expert-dp group and scaled
+//                       1/(dp cp) (each already holds every ep rank's tokens; under ZeRO the
+//                       experts' own plugin instance did it, zero_comm.h); GPT-2's tied wte
+//                       summed between the first and last stage; the MoE routing summed over
+//                       tp, pp and dp (x cp: each tp and cp rank counts its own rows)
 //   reduce_loss         the stop flag agreed over tp (max); loss and flag summed over pp (the
 //                       last stage has the cross-entropy, every stage its aux losses); the
-//                       loss averaged over dp
-//   reduce_norm         experts' squares over ep, the shards' over dp (ZeRO), the pieces' over
+//                       loss averaged over dp (summed over cp first: each cp rank holds its
+//                       share of the mean)
+//   reduce_norm         experts' squares over ep (ZeRO: the dp sum covers their expert-dp
+//                       shards), the shards' over dp (ZeRO), the pieces' over
 //                       tp, the stages' over pp (grad_norm.h says who counts what)
 //   after_step          ZeRO-1/2 gather the updated shards; the step's collective times
 //
+// Under tp, a MoE block's router and experts (ParamSpec::tp_summed: each tp rank routed its
+// own tokens) are summed over tp where they are handed to the data plugin (ZeRO: in
+// ZeroComm), or in sync_grads without one; the routing counts are summed over tp too.
+//
 // Batch weighting: each rank scales its micro-batches 1/m (m = grad_accum), the dp average
-// makes it 1/(m dp) = b/G per micro-batch, the one-rank weighting.
+// makes it 1/(m dp) = b/G per micro-batch, the one-rank weighting. Under cp each rank's
+// gradient is cp times its share of the micro-batch (engine/model/context_parallel.h), so
+// the average over dp x cp is the same.
 #pragma once
 
 #include <cstdint>
@@ -29,6 +39,7 @@
 #include "common/status.h"
 #include "engine/train/step_hooks.h"
 #include "engine/train/trainer.h"
+#include "worker/context_plugin_comm.h"
 #include "worker/data_plugin_comm.h"
 #include "worker/device_comm.h"
 #include "worker/expert_plugin_comm.h"
@@ -39,14 +50,17 @@ namespace partrain::worker {
 
 // What one rank's step drives, each null where its axis has one rank.
 struct ParallelAxes {
-  DataPluginComm* data = nullptr;      // dp > 1: the data plugin (dp, zeroN)
+  DataPluginComm* data = nullptr;      // dp > 1: the data plugin (dp, zeroN) on the dense view
+  DataPluginComm* expert_data = nullptr;  // ZeRO with ep > 1: its instance on the experts' view
   std::vector<ZeroComm*> zero;         // ZeRO stage >= 1: each model part's ShardComm
   TensorPluginComm* tensor = nullptr;  // tp > 1
   ExpertPluginComm* expert = nullptr;  // ep > 1
+  ContextPluginComm* context = nullptr;  // cp > 1
   comm::Communicator* tp = nullptr;    // tp > 1: the tp group (the stop flag)
   comm::Communicator* pp = nullptr;    // pp > 1: losses, norm, routing, the tied embedding
-  HostReducer* dp_values = nullptr;    // dp > 1: small host arrays over the dp group
+  HostReducer* dp_values = nullptr;    // dp x cp > 1: small host arrays over the data group
   int dp = 1;
+  int cp = 1;
 };
 
 class ParallelHooks final : public engine::train::StepHooks {
@@ -65,6 +79,7 @@ class ParallelHooks final : public engine::train::StepHooks {
   int stage() const { return a_.data->plan().stage; }
   engine::model::Model& model(int part) { return *trainer_.parts()[static_cast<size_t>(part)].model; }
   Status hand_over(int part, size_t tensor);
+  Status sum_over_tp(const engine::Tensor& grad, const engine::model::ParamSpec& spec);
   Status zero_status() const;
   Status sum_tied_embeddings();
   Status reduce_moe_stats(engine::train::StepMetrics* m);

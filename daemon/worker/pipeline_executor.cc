@@ -129,7 +129,9 @@ Status PipelineExecutor::wait_recv(comm::WorkHandle& h, const Action& a) {
 Status PipelineExecutor::forward(int chunk, const Action& a, train::StepMetrics* m, double* loss, double* aux) {
   Chunk& c = chunks_[static_cast<size_t>(chunk)];
   const int s = slot(c, a.mb);
-  const engine::model::MicroBatch batch = trainer_->read_micro_batch(a.mb, m);
+  Result<engine::model::MicroBatch> read = trainer_->read_micro_batch(a.mb, m);
+  if (!read) return read.status();
+  const engine::model::MicroBatch& batch = *read;
   Result<engine::model::LossParts> parts = model(chunk).forward(batch, s);
   if (!parts) return parts.status();
   *loss += parts->loss;  // the last stage's cross-entropy and every stage's aux loss
@@ -238,7 +240,8 @@ Status PipelineExecutor::evaluate(train::Trainer& trainer, int count, double* ce
   trainer_ = &trainer;
   const int stages = shape_.stages();
   for (int j = 0; j < count; ++j) {
-    const engine::model::MicroBatch batch = trainer.read_eval_batch(j);
+    Result<engine::model::MicroBatch> batch = trainer.read_eval_batch(j);
+    if (!batch) return batch.status();
     for (int stage = 0; stage < stages; ++stage) {
       if (shape_.rank_of(stage) != pp_->rank()) continue;
       engine::model::Model& mod = model(shape_.chunk_of(stage));
@@ -246,7 +249,7 @@ Status PipelineExecutor::evaluate(train::Trainer& trainer, int count, double* ce
         PARTRAIN_RETURN_IF_ERROR(
             pp_->recv(mod.stage_input(0).ptr<float>(), count_, shape_.rank_of(stage - 1), kTagActivation)->wait());
       }
-      Result<engine::model::LossParts> parts = mod.forward(batch, 0);
+      Result<engine::model::LossParts> parts = mod.forward(*batch, 0);
       if (!parts) return parts.status();
       *ce += parts->ce;  // 0 but on the last stage
       if (stage + 1 < stages) {

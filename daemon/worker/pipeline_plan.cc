@@ -8,6 +8,7 @@
 
 #include "engine/model/model.h"
 #include "pipeline/check.h"
+#include "plugin/child_probe.h"
 #include "plugin/schedule_loader.h"
 
 namespace partrain::worker {
@@ -20,7 +21,7 @@ Result<PipelinePlan> plan_pipeline(const config::JobConfig& job, const Layout& l
   const ParallelSpec& spec = job.parallelism;
   Result<int> m = config::grad_accum_steps(job, layout.dp());
   if (!m) return m.status();
-  Result<std::unique_ptr<plugin::SchedulePlugin>> plug = plugin::SchedulePlugin::find(plugin_dir, spec.sched);
+  Result<std::unique_ptr<plugin::SchedulePlugin>> plug = plugin::find_probed<plugin::SchedulePlugin>(plugin_dir, spec.sched);
   if (!plug) return Status::invalid(plug.status().message());
   Result<pipeline::Schedule> sched = plugin::build_schedule(**plug, layout.pp(), *m, spec.virtual_stages);
   if (!sched) return Status::invalid(sched.status().message());

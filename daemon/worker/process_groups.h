@@ -1,11 +1,13 @@
 // A rank's communicators: one per layout group it belongs to that has more than one
-// member (tp, ep and expert_dp when ep > 1, dp, pp; cp joins with the context-parallel
-// runtime), made in one loop over the axes, in the same order on every rank, through the
-// job's rendezvous store. Each group's name carries this attempt's key prefix and the
+// member (tp, cp, ep and expert_dp when ep > 1, dp, pp; expert_dp also with one member under
+// ZeRO, where it carries the experts' shards), made in one loop over the axes, in the same
+// order on every rank, through the job's rendezvous store. Under context parallelism the
+// gradient group is dp x cp (cp ranks hold the same weights): it takes the dp group's place
+// (data_group()). Each group's name carries this attempt's key prefix and the
 // group's first member, so a restarted worker group starts clean.
 //
-// Transport: the dp group uses NCCL on GPU ranks (device_comm.h), Gloo over TCP otherwise;
-// the other groups are Gloo (tp, ep and pp run on CPU ranks in this version).
+// Transport: the dp (or dp x cp) group uses NCCL on GPU ranks (device_comm.h), Gloo over TCP
+// otherwise; the other groups are Gloo (tp, cp, ep and pp run on CPU ranks in this version).
 //
 // Teardown has one owner: abort_all() fails every operation in flight on every group at
 // once (peers blocked on this rank fail too, instead of waiting for a timeout). The training
@@ -30,9 +32,12 @@ class ProcessGroups {
   static Result<ProcessGroups> create(const Layout& layout, int rank, const std::string& prefix,
                                       comm::RendezvousClient& store, const std::string& device,
                                       const comm::GlooOptions& gloo);
-  // The group of `axis` this rank is in; null when it has one member (or the axis has no
-  // communicator in this version).
+  // The group of `axis` this rank is in; null when it has one member (but expert_dp under
+  // ZeRO) or the axis has no communicator in this version.
   comm::Communicator* get(Axis axis) const;
+  // The group whose gradients the data plugin reduces: dp, or dp x cp under cp; null when
+  // it has one member.
+  comm::Communicator* data_group() const;
   // Fails every operation in flight on every group, saying `why`.
   void abort_all(const std::string& why);
 

@@ -6,15 +6,18 @@
 #include <fmt/format.h>
 
 #include "common/log.h"
+#include "plugin/child_probe.h"
 #include "worker/device_comm.h"
 
 namespace partrain::worker {
 namespace {
 
 // Finds plugin `name` of family P and its table; every load failure is the user's to fix.
+// Opened in a child process first (plugin/child_probe.h): a plugin whose constructors fault
+// or hang is refused like any bad plugin instead of killing this rank.
 template <typename P>
 Result<Loaded<P>> load(const std::string& dir, const std::string& name, const config::JobConfig& job, bool log) {
-  Result<std::unique_ptr<P>> p = P::find(dir, name);
+  Result<std::unique_ptr<P>> p = plugin::find_probed<P>(dir, name);
   if (!p) return Status::invalid(p.status().message());
   Loaded<P> out;
   out.plugin = std::move(p).value();
@@ -39,7 +42,13 @@ Result<Strategies> load_strategies(const config::JobConfig& job, const Layout& l
     if (!e) return e.status();
     s.expert = std::move(e).value();
   }
-  if (layout.dp() > 1) {
+  if (layout.cp() > 1) {  // the spec's cpimpl=NAME
+    Result<Loaded<plugin::ContextPlugin>> c = load<plugin::ContextPlugin>(plugin_dir, job.parallelism.cp_impl, job, log);
+    if (!c) return c.status();
+    s.context = std::move(c).value();
+  }
+  // The data plugin reduces the gradients of the dp x cp group (cp ranks hold the same weights).
+  if (layout.dp() * layout.cp() > 1) {
     std::string name = job.parallelism.zero > 0 ? fmt::format("zero{}", job.parallelism.zero) : "dp";
     if (const char* v = std::getenv("PARTRAIN_DATA_PLUGIN"); v != nullptr && *v != '\0') name = v;
     Result<Loaded<plugin::DataPlugin>> d = load<plugin::DataPlugin>(plugin_dir, name, job, log);

@@ -1,8 +1,9 @@
 // The strategy plugins a rank's layout names, loaded the same way for every family from the
 // site's plugin directory (daemon/plugin), each with its [plugins.NAME] table from the job:
-//   data    "dp", or "zeroN" for --partrain=...,zeroN, or PARTRAIN_DATA_PLUGIN   (dp > 1)
+//   data    "dp", or "zeroN" for --partrain=...,zeroN, or PARTRAIN_DATA_PLUGIN   (dp x cp > 1)
 //   tensor  "tp"                                                                (tp > 1)
 //   expert  "ep"                                                                (ep > 1)
+//   context the spec's cpimpl= (default "ring")                                 (cp > 1)
 // (The pipeline family's schedule is loaded by pipeline_plan.h, which checks it first.)
 // A plugin that does not load, or a data plugin that cannot take GPU memory on a GPU rank,
 // is a configuration error (invalid, exit 2) naming the file and the fix.
@@ -14,6 +15,7 @@
 #include "common/status.h"
 #include "config/job_config.h"
 #include "layout/layout.h"
+#include "plugin/context_loader.h"
 #include "plugin/data_loader.h"
 #include "plugin/expert_loader.h"
 #include "plugin/tensor_loader.h"
@@ -33,6 +35,7 @@ struct Strategies {
   Loaded<plugin::DataPlugin> data;
   Loaded<plugin::TensorPlugin> tensor;
   Loaded<plugin::ExpertPlugin> expert;
+  Loaded<plugin::ContextPlugin> context;
 };
 
 // Loads what `layout` needs; `log` (one rank) says which plugin came from where.

@@ -20,7 +20,10 @@ Status TensorPluginComm::init(const std::string& config_toml, bool sp, int globa
   if (rc == PARTRAIN_OK) return Status::ok();
   err_[sizeof err_ - 1] = '\0';
   const std::string msg = fmt::format("tensor plugin {}: init: {}", api_->name, err_);
-  return rc == PARTRAIN_EINVAL ? Status::invalid(msg) : Status::unavailable(msg);
+  // Only a peer or device the plugin lost (EUNAVAIL) is worth a restart; its own bug is not.
+  return rc == PARTRAIN_EINVAL    ? Status::invalid(msg)
+         : rc == PARTRAIN_EUNAVAIL ? Status::unavailable(msg)
+                                   : Status::internal(msg);
 }
 
 void TensorPluginComm::keep(int rc, const char* what) {

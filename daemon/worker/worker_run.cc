@@ -3,6 +3,7 @@
 // for their collectives) while the model's buffers still exist, and the trainer goes last.
 #include "worker/worker_run.h"
 
+#include <array>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -11,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "common/log.h"
+#include "worker/context_plugin_comm.h"
 #include "engine/model/stage.h"
 #include "engine/train/trainer.h"
 #include "worker/data_plugin_comm.h"
@@ -57,6 +59,10 @@ class RankTraining {
   Status plug_strategies();
   void choose_state_layout();
   comm::Communicator* group(Axis axis) const { return run_.groups->get(axis); }
+  // Under cp the data plugin and the checkpoint slices span dp x cp (the cp ranks hold the
+  // same weights): its size and this rank's place in it.
+  int data_ranks() const { return layout_.dp() * layout_.cp(); }
+  int data_rank() const { return coord_.dp_cp; }
 
   const WorkerRun& run_;
   const config::JobConfig& job_;
@@ -66,16 +72,18 @@ class RankTraining {
   std::unique_ptr<HostReducer> dp_values_;
   std::unique_ptr<PipelineExecutor> executor_;
   std::unique_ptr<DataPluginComm> data_;
+  std::unique_ptr<DataPluginComm> expert_data_;  // ZeRO with ep: the data plugin on the experts' view
   std::vector<std::unique_ptr<ZeroComm>> zero_;  // one per model part
   std::unique_ptr<TensorPluginComm> tensor_;
   std::unique_ptr<ExpertPluginComm> expert_;
+  std::unique_ptr<ContextPluginComm> context_;
   std::unique_ptr<ParallelHooks> hooks_;
   std::unique_ptr<store::StateLayout> state_layout_;
   std::unique_ptr<store::CheckpointSaver> saver_;
 };
 
-// The one-rank trainer's options on this rank's slice: its dp slice of every batch, its tp
-// and ep coordinates, its pipeline stages; rank 0 alone writes metrics.jsonl and step lines.
+// The one-rank trainer's options on this rank's slice: its dp slice of every batch, its tp,
+// ep and cp coordinates, its pipeline stages; rank 0 alone writes metrics.jsonl and step lines.
 Result<train::RunOptions> RankTraining::options() const {
   Result<int> mb = config::micro_batch_size(job_, layout_.dp());
   if (!mb) return mb.status();
@@ -93,6 +101,7 @@ Result<train::RunOptions> RankTraining::options() const {
   o.dp_rank = coord_.dp;
   o.tp = engine::model::TensorOptions{coord_.tp, layout_.tp(), layout_.tp() > 1 && job_.parallelism.sequence_parallel()};
   o.ep = engine::model::ExpertOptions{coord_.ep, layout_.ep()};
+  o.cp = engine::model::ContextOptions{coord_.cp, layout_.cp()};
   if (run_.pipeline != nullptr) o.stages = stage_options(*run_.pipeline, coord_.pp);
   o.pp = layout_.pp();
   o.world = layout_.world();
@@ -102,10 +111,11 @@ Result<train::RunOptions> RankTraining::options() const {
   return o;
 }
 
-// The data plugin, on this rank's dp group, before the model: its plan says what is
+// The data plugin, on this rank's dp (dp x cp) group, before the model: its plan says what is
 // sharded (o->shard), so sharded state is never allocated full-size. It sees the replicated
-// parameters of every part (the experts are summed over expert-dp apart), one part after the
-// other in its view.
+// parameters of every part (the dense view, engine/model/shard_views.h), one part after the
+// other. Under ep the experts are reduced over expert-dp apart: by the ep plugin, or under
+// ZeRO by a second instance of the data plugin on the experts' view, sharded over expert-dp.
 Status RankTraining::init_data_plugin(train::RunOptions* o) {
   const Loaded<plugin::DataPlugin>& loaded = run_.strategies->data;
   if (!loaded) return Status::ok();
@@ -113,33 +123,49 @@ Status RankTraining::init_data_plugin(train::RunOptions* o) {
     return Status::invalid("the data plugin speaks only ABI v1, which needs one gradient buffer; interleaved "
                            "pipelines need a v2 data plugin (dp)");
   }
-  data_ = std::make_unique<DataPluginComm>(loaded.plugin->v1(), loaded.plugin->v2());
-  size_t num_params = 0;
+  std::array<size_t, engine::model::kNumViews> numel{};
   const std::vector<engine::model::StageOptions> stages =
       o->stages.empty() ? std::vector<engine::model::StageOptions>{{}} : o->stages;
   for (const engine::model::StageOptions& s : stages) {
-    num_params += replicated_numel(engine::model::build_stage_table(job_.model, o->tp, o->ep, s), layout_.ep());
+    const engine::model::PartViews views(engine::model::build_stage_table(job_.model, o->tp, o->ep, s), o->ep.size > 1);
+    for (int v = 0; v < engine::model::kNumViews; ++v) {
+      numel[static_cast<size_t>(v)] += static_cast<size_t>(views.size(static_cast<engine::model::View>(v)));
+    }
   }
   const uint64_t features = PARTRAIN_HOST_SHARD_OPTIMIZER | PARTRAIN_HOST_SHARD_GRADS | PARTRAIN_HOST_SHARD_PARAMS |
                             buffer_memory_feature(job_.device);
-  PARTRAIN_RETURN_IF_ERROR(data_->init(loaded.config, group(Axis::kDp), run_.rank, num_params, features));
+  data_ = std::make_unique<DataPluginComm>(loaded.plugin->v1(), loaded.plugin->v2());
+  PARTRAIN_RETURN_IF_ERROR(data_->init(loaded.config, run_.groups->data_group(), run_.rank, numel[0], features));
   const partrain_data_plan_v2_t& plan = data_->plan();
-  o->shard = {plan.stage, static_cast<int64_t>(plan.shard_begin), static_cast<int64_t>(plan.shard_end),
-              plan.prefetch};
+  o->shard.stage = plan.stage;
+  o->shard.prefetch = plan.prefetch;
+  o->shard.view[0] = {static_cast<int64_t>(plan.shard_begin), static_cast<int64_t>(plan.shard_end)};
+  if (plan.stage > 0 && layout_.ep() > 1) {
+    expert_data_ = std::make_unique<DataPluginComm>(loaded.plugin->v1(), loaded.plugin->v2());
+    PARTRAIN_RETURN_IF_ERROR(expert_data_->init(loaded.config, group(Axis::kExpertDp), run_.rank, numel[1], features));
+    const partrain_data_plan_v2_t& ep = expert_data_->plan();
+    if (ep.stage != plan.stage) {
+      return Status::internal(fmt::format("data plugin: its instance on the experts planned zero{} but the one on "
+                                          "the dense parameters zero{}; fix the plugin", ep.stage, plan.stage));
+    }
+    o->shard.view[1] = {static_cast<int64_t>(ep.shard_begin), static_cast<int64_t>(ep.shard_end)};
+  }
   return Status::ok();
 }
 
-// The tp, ep and ZeRO strategies inside every model part, the step's hooks over all of them,
-// and the pipeline executor in place of the plain micro-batch loop.
+// The tp, ep, cp and ZeRO strategies inside every model part, the step's hooks over all of
+// them, and the pipeline executor in place of the plain micro-batch loop.
 Status RankTraining::plug_strategies() {
-  comm::Communicator* dp = group(Axis::kDp);
+  comm::Communicator* dp = run_.groups->data_group();
   if (dp != nullptr) {  // GPU ranks: NCCL after the compute stream; host values staged on the device
     PARTRAIN_RETURN_IF_ERROR(bind_to_backend(*dp, trainer_->backend()));
     dp_values_ = std::make_unique<HostReducer>(dp, &trainer_->backend());
   }
   if (data_ && data_->plan().stage > 0) {
     for (train::ModelPart& p : trainer_->parts()) {
-      zero_.push_back(std::make_unique<ZeroComm>(data_.get(), dp, *p.model, p.view_offset));
+      zero_.push_back(std::make_unique<ZeroComm>(std::array<DataPluginComm*, engine::model::kNumViews>{
+                                                     data_.get(), expert_data_.get()},
+                                                 dp, p.views, p.view_offset, layout_.ep()));
     }
   }
   if (const Loaded<plugin::TensorPlugin>& t = run_.strategies->tensor; t) {
@@ -150,21 +176,30 @@ Status RankTraining::plug_strategies() {
     expert_ = std::make_unique<ExpertPluginComm>(e.plugin->api(), group(Axis::kEp), group(Axis::kExpertDp));
     PARTRAIN_RETURN_IF_ERROR(expert_->init(e.config, job_.model.moe_experts, run_.rank, layout_.world()));
   }
+  if (const Loaded<plugin::ContextPlugin>& c = run_.strategies->context; c) {
+    context_ = std::make_unique<ContextPluginComm>(c.plugin->api(), group(Axis::kCp), &trainer_->backend());
+    PARTRAIN_RETURN_IF_ERROR(context_->init(c.config, run_.rank, layout_.world()));
+  }
   for (size_t i = 0; i < trainer_->parts().size(); ++i) {
     engine::model::Model* p = trainer_->parts()[i].model.get();
+    if (!zero_.empty() && tensor_) zero_[i]->sum_over_tp(p->table(), tensor_.get());
     if (!zero_.empty()) p->set_shard_comm(zero_[i].get());
     if (tensor_) p->set_tensor_comm(tensor_.get());
     if (expert_) p->set_expert_comm(expert_.get());
+    if (context_) PARTRAIN_RETURN_IF_ERROR(p->set_context_comm(context_.get()));
   }
   ParallelAxes axes;
   axes.data = data_.get();
+  axes.expert_data = expert_data_.get();
   for (const std::unique_ptr<ZeroComm>& z : zero_) axes.zero.push_back(z.get());
   axes.tensor = tensor_.get();
   axes.expert = expert_.get();
+  axes.context = context_.get();
   axes.tp = group(Axis::kTp);
   axes.pp = group(Axis::kPp);
   axes.dp_values = dp_values_.get();
   axes.dp = layout_.dp();
+  axes.cp = layout_.cp();
   hooks_ = std::make_unique<ParallelHooks>(*trainer_, axes);
   trainer_->set_hooks(hooks_.get());
   if (run_.pipeline != nullptr) {
@@ -177,18 +212,20 @@ Status RankTraining::plug_strategies() {
 }
 
 // What this rank writes and reads back (store/saver.h): a ZeRO rank its shard (under tp of
-// its tp pieces); an ep rank its dp slice of the replicated tensors and its expert-dp slice
-// of its experts; a tp or pipeline rank its dp slice of each part's flat buffer; plain dp its
-// dp slice of every tensor (the saver's default).
+// its tp pieces; under ep its dense and expert ranges); an ep rank its dp slice of the
+// replicated tensors and its expert-dp slice of its experts (under tp of its pieces); a tp or
+// pipeline rank its dp slice of each part's flat buffer; plain dp its dp slice of every tensor
+// (the saver's default). Under cp the "dp slices" are of the dp x cp group: cp does not
+// change what is saved, only who writes which slice.
 void RankTraining::choose_state_layout() {
   const int tp_rank = layout_.tp() > 1 ? coord_.tp : 0;
   if (!zero_.empty()) {
     state_layout_ = std::make_unique<store::ZeroStateLayout>(data_->plan().stage, tp_rank);
   } else if (layout_.ep() > 1) {
-    state_layout_ = std::make_unique<store::ExpertParallelLayout>(layout_.dp(), coord_.dp, layout_.expert_dp(),
-                                                                  coord_.expert_dp);
+    state_layout_ = std::make_unique<store::ExpertParallelLayout>(data_ranks(), data_rank(), layout_.expert_dp(),
+                                                                  coord_.expert_dp, tp_rank);
   } else if (layout_.tp() > 1 || layout_.pp() > 1) {
-    state_layout_ = std::make_unique<store::FlatSliceLayout>(tp_rank, layout_.dp(), coord_.dp);
+    state_layout_ = std::make_unique<store::FlatSliceLayout>(tp_rank, data_ranks(), data_rank());
   }
 }
 
@@ -216,8 +253,8 @@ Status RankTraining::setup() {
     so.every = job_.checkpoint.every;
     so.rank = run_.rank;
     so.world = layout_.world();
-    so.dp = layout_.dp();
-    so.dp_rank = coord_.dp;
+    so.dp = data_ranks();
+    so.dp_rank = data_rank();
     so.layout = state_layout_.get();
     so.layout_name = job_.parallelism.to_string();
     so.async = job_.checkpoint.async;
@@ -252,6 +289,7 @@ Status RankTraining::train() {
   }
   if (tensor_ && s.is_ok()) s = tensor_->status();
   if (expert_ && s.is_ok()) s = expert_->status();
+  if (context_ && s.is_ok()) s = context_->status();
   if (s.is_ok() && !job_.run_dir.empty()) s = write_memory(job_.run_dir, run_.rank, trainer_->backend().memory());
   return s;
 }

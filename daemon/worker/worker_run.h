@@ -5,6 +5,8 @@
 //                             first, so sharded state is never allocated full-size)
 //   tensor plugin (tp > 1)    the Megatron regions' collectives inside the model
 //   expert plugin (ep > 1)    the MoE all-to-alls inside the model, the experts' gradient sum
+//   context plugin (cp > 1)   the K/V exchange of attention inside the model; the data plugin
+//                             then reduces over dp x cp (cp ranks hold the same weights)
 //   pipeline (pp > 1)         this rank's stages as the trainer's parts, run by the schedule's
 //                             executor instead of the plain micro-batch loop
 //   ParallelHooks             the step's collectives over all of them (parallel_hooks.h)

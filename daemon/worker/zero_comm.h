@@ -1,49 +1,83 @@
-// What a ZeRO-sharded model part asks of the data plugin (engine/model/sharding.h
+// What a ZeRO-sharded model part asks of the data plugins (engine/model/sharding.h
 // ShardComm): stage 2/3 models reduce gradient segments into their shard and gather
-// parameter segments as they compute. The engine cannot take an error mid-backward, so the
-// first error is kept, every later call is skipped, and status() reports it at the next step
-// boundary.
+// parameter segments as they compute; the hooks reduce stage 1's gradients and gather
+// stage 1/2's updated parameters through the same object. The engine cannot take an error
+// mid-backward, so the first error is kept, every later call is skipped, and status()
+// reports it at the next step boundary.
 //
-// One per model part (the whole model, or each pipeline stage a rank holds). The plugin sees
-// the parts' flat buffers one after the other and owns one shard [B, E) of that view; a part
-// starting at view offset o keeps the piece of the shard inside it. Offsets go to the plugin
-// as o + local offset, and the part's shard tensor as the base the plugin indexes from B
-// (shard_base: the part's piece minus its distance from B; the plugin only touches elements
-// of the part's own range, so only the part's memory).
+// One per model part (the whole model, or each pipeline stage a rank holds). Each data
+// plugin instance sees one view (engine/model/shard_views.h) of the parts one after the
+// other and owns one shard [B, E) of it: the dense view's plugin over dp, and under expert
+// parallelism the experts' view's own instance over the expert-data-parallel group. A flat
+// range the model names is cut into its view runs, and each piece goes to its view's plugin
+// as view offsets (the part's view offset + the run's).
+//
+// The part's shard buffer holds its dense ranges, then its expert ranges; the plugin of view
+// v indexes it from B (base(): the buffer shifted so that element B of the view would be at
+// the base; the plugin touches only the part's own elements).
+//
+// Expert gradients: each rank's holds every ep rank's tokens (its micro-batches scaled 1/m),
+// so the one-rank gradient is their sum over expert-dp divided by dp. The plugin averages
+// over expert-dp (dp / ep ranks), so each piece is scaled by 1/ep first (exact for ep a
+// power of two): (1/ep) x sum / (dp/ep) = sum / dp. Under tp the routers and experts
+// (ParamSpec::tp_summed: each tp rank routed its own tokens) are summed over tp first.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <utility>
+#include <vector>
 
 #include "comm/communicator.h"
 #include "common/status.h"
 #include "engine/model/model.h"
-#include "engine/model/sharding.h"
+#include "engine/model/shard_views.h"
 #include "worker/data_plugin_comm.h"
 
 namespace partrain::worker {
 
 class ZeroComm final : public engine::model::ShardComm {
  public:
-  // `plugin` and `dp` must outlive this object; `part` is the model part this serves and
-  // `view_offset` where its flat buffer starts in the plugin's view.
-  ZeroComm(DataPluginComm* plugin, comm::Communicator* dp, const engine::model::Model& part, int64_t view_offset);
+  // `plugins[v]`: view v's plugin (experts: null without ep), `dp` the dp group; both must
+  // outlive this object. `views` are the part's views and `view_offset` where it starts in
+  // each plugin's view; `ep` the expert-parallel degree.
+  ZeroComm(std::array<DataPluginComm*, engine::model::kNumViews> plugins, comm::Communicator* dp,
+           const engine::model::PartViews& views, std::array<int64_t, engine::model::kNumViews> view_offset,
+           int ep);
+  // Under tp: the part's table (its tp_summed tensors) and the tp group's collectives, which
+  // must outlive this object.
+  void sum_over_tp(const engine::model::ParamTable& table, engine::model::TensorComm* tp);
 
   void reduce_grads(const engine::Tensor& data, int64_t offset, const engine::Tensor& shard) override;
   void release_grads(int64_t offset, int64_t count) override;
   void gather_params(const engine::Tensor& shard, const engine::Tensor& dst, int64_t offset) override;
   void wait_params(const engine::Tensor& dst) override;
   double sum(double x) override;  // over the dp group
+  // Stage 1/2: flat range [offset, offset + count) of `flat` (the part's parameters, which
+  // hold this rank's shard in place) gathered from every rank's shard, then waited for.
+  Status gather_in_place(const engine::Tensor& flat, int64_t offset, int64_t count);
   const Status& status() const { return status_; }
 
-  // The part's shard tensor (shard_params or shard_grads) as the plugin indexes it.
-  float* shard_base(const engine::Tensor& shard) const { return shard.ptr<float>() - shift_; }
-  int64_t view_offset() const { return view_offset_; }
-
  private:
-  DataPluginComm* plugin_;
+  using View = engine::model::View;
+  DataPluginComm* plugin(View v) const { return plugins_[static_cast<size_t>(v)]; }
+  // The shard buffer `shard` as view v's plugin indexes it (from its shard begin).
+  float* base(View v, const engine::Tensor& shard) const;
+  size_t in_view(const engine::model::ViewRun& piece) const {
+    return static_cast<size_t>(view_offset_[static_cast<size_t>(piece.view)] + piece.at);
+  }
+
+  std::array<DataPluginComm*, engine::model::kNumViews> plugins_;
   comm::Communicator* dp_;
-  int64_t view_offset_;
-  int64_t shift_;  // the part's first shard element in the view, minus the plugin's shard begin
+  engine::model::PartViews views_;
+  std::array<int64_t, engine::model::kNumViews> view_offset_;
+  // Per view: base() = shard buffer + shift_[v].
+  std::array<int64_t, engine::model::kNumViews> shift_{};
+  float expert_scale_;
+  engine::model::TensorComm* tp_ = nullptr;
+  std::vector<engine::model::FlatRange> tp_summed_;  // flat ranges of the tp_summed tensors
+  // The gathers into each destination: (plugin, piece destination) to wait for.
+  std::vector<std::pair<float*, std::vector<std::pair<DataPluginComm*, float*>>>> gathers_;
   Status status_;
 };
 

@@ -5,7 +5,8 @@
  * works; no exception may cross it (the *_sdk.h headers wrap a C++ class so none does).
  * Each family has its own header with its versioned struct and exported symbol:
  *   data.h (partrain_strategy_v<N>: dp, zero1-3), tensor.h (partrain_tensor_v<N>: tp),
- *   expert.h (partrain_expert_v<N>: ep), schedule.h (partrain_schedule_v<N>: pipelines).
+ *   expert.h (partrain_expert_v<N>: ep), schedule.h (partrain_schedule_v<N>: pipelines),
+ *   context.h (partrain_context_v<N>: cp's ring and allgather).
  * partrain looks for the newest N it knows, then N-1, ... down to the oldest it still
  * supports, and checks that the struct's abi_version equals N.
  *
@@ -39,7 +40,8 @@ typedef enum partrain_family_v1 {
   PARTRAIN_FAMILY_DATA = 1,     /* data parallel: gradient synchronisation (dp, zero1-3) */
   PARTRAIN_FAMILY_TENSOR = 2,   /* tensor parallel (tp, tp+sp) */
   PARTRAIN_FAMILY_PIPELINE = 3, /* pipeline schedule (gpipe, 1f1b, interleaved, ...) */
-  PARTRAIN_FAMILY_EXPERT = 4    /* expert parallel (ep) */
+  PARTRAIN_FAMILY_EXPERT = 4,   /* expert parallel (ep) */
+  PARTRAIN_FAMILY_CONTEXT = 5   /* context parallel (cp: ring, allgather, ...) */
 } partrain_family_v1;
 
 /* Capability bits (partrain_strategy_v1_t.capabilities). */

@@ -15,7 +15,7 @@
 
 #include <gtest/gtest.h>
 
-#include "process_util.h"
+#include "test_util.h"
 
 namespace partrain::agent {
 namespace {

@@ -20,8 +20,9 @@
 #include "runtime/runtime_helpers.h"
 #include "store/store_lock.h"
 
-namespace partrain::testing_runtime {
 namespace {
+
+using namespace partrain::testing;
 
 class Resume : public Runtime {
  protected:
@@ -173,10 +174,10 @@ TEST_F(Resume, AStaleLockIsBrokenALiveOneIsAConfigurationError) {
   ASSERT_EQ(::read(ready[0], &ok, 1), 1);
   ASSERT_EQ(ok, 1);
   // A live owner: the holder itself.
-  store::LockOwner live = store::this_process();
+  partrain::store::LockOwner live = partrain::store::this_process();
   live.pid = holder;
   live.start = 0;
-  std::ofstream(store::owner_file(db)) << store::encode_owner(live);
+  std::ofstream(partrain::store::owner_file(db)) << partrain::store::encode_owner(live);
   std::string err;
   EXPECT_EQ(cli("run", {"--steps", "4"}, &err), 2) << err;
   EXPECT_NE(err.find("in use by another partrain run (pid " + std::to_string(holder)), std::string::npos) << err;
@@ -184,9 +185,9 @@ TEST_F(Resume, AStaleLockIsBrokenALiveOneIsAConfigurationError) {
   const pid_t gone = ::fork();
   if (gone == 0) ::_exit(0);
   ::waitpid(gone, nullptr, 0);
-  store::LockOwner dead = store::this_process();
+  partrain::store::LockOwner dead = partrain::store::this_process();
   dead.pid = gone;
-  std::ofstream(store::owner_file(db)) << store::encode_owner(dead);
+  std::ofstream(partrain::store::owner_file(db)) << partrain::store::encode_owner(dead);
   EXPECT_EQ(cli("run", {"--steps", "4"}, &err), 0) << err;
   EXPECT_NE(err.find("broke the stale lock of pid " + std::to_string(gone)), std::string::npos) << err;
   EXPECT_NE(err.find("resuming at step 2"), std::string::npos) << err;
@@ -221,4 +222,3 @@ TEST_F(Resume, AKilledCoordinatorsRunResumes) {
 }
 
 }  // namespace
-}  // namespace partrain::testing_runtime

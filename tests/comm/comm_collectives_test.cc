@@ -105,13 +105,5 @@ TEST(GlooCollectives, MissingMemberFailsCreationWithinConnectTimeout) {
   EXPECT_NE(outsider.status().message().find("not a member"), std::string::npos);
 }
 
-// Not a test (wall time never gates CI): all-reduce bandwidth between two processes on
-// loopback. Run: comm_collectives_test --gtest_also_run_disabled_tests --gtest_filter=*Bench*
-TEST(GlooCollectives, DISABLED_BenchAllReduceLoopback) {
-  double secs = 0;
-  auto exits = run("bench", 2, &secs);
-  expect_all_ok(exits);
-}
-
 }  // namespace
 }  // namespace partrain::comm

@@ -5,7 +5,6 @@
 // MODE collectives  every collective on several group shapes against exact expected values
 // MODE abort        world 2: rank 0 aborts a blocked all-reduce; both ranks fail promptly
 // MODE peer_death   world 3: rank 2 dies; the survivors' all-reduce fails, never hangs
-// MODE bench        world 2: all-reduce bandwidth on loopback (prints, checks nothing)
 //
 // Inputs are small integers in float32, so sums are exact and the expected values below,
 // computed with integer arithmetic from each rank's formula, must match bit for bit.
@@ -365,48 +364,6 @@ int mode_peer_death(pc::RendezvousClient& store) {
   return g_failures == 0 ? 0 : 1;
 }
 
-int mode_bench(pc::RendezvousClient& store, int world) {
-  std::vector<int> all(world);
-  for (int i = 0; i < world; ++i) all[i] = i;
-  auto c = make(store, "bench", all);
-  for (size_t bytes : {size_t{1} << 20, size_t{64} << 20}) {
-    std::vector<float> data(bytes / sizeof(float), 1.0f);
-    int iters = bytes < (size_t{8} << 20) ? 50 : 5;
-    expect_ok(c->all_reduce(data.data(), data.size(), pc::ReduceOp::kSum)->wait(), "warm-up");
-    expect_ok(c->barrier()->wait(), "bench barrier");
-    auto start = Clock::now();
-    for (int i = 0; i < iters; ++i) {
-      expect_ok(c->all_reduce(data.data(), data.size(), pc::ReduceOp::kSum)->wait(), "bench");
-    }
-    double secs = std::chrono::duration<double>(Clock::now() - start).count() / iters;
-    // Bus bandwidth as nccl-tests defines it for all-reduce: bytes * 2(n-1)/n per second.
-    double busbw = static_cast<double>(bytes) * 2.0 * (world - 1) / world / secs / 1e9;
-    double algbw = static_cast<double>(bytes) / secs / 1e9;
-    if (g_rank == 0) {
-      fmt::print("all_reduce {:>6.1f} MiB world {}: {:8.3f} ms  algbw {:6.3f} GB/s  busbw {:6.3f} GB/s\n",
-                 static_cast<double>(bytes) / (1 << 20), world, secs * 1e3, algbw, busbw);
-    }
-  }
-  // The probe behind reduce-scatter's own context: all-reduce time before and after a
-  // run of reduce-scatters must stay the same.
-  std::vector<float> small(size_t{1} << 18, 1.0f), shard(small.size() / world);
-  auto time_all_reduce = [&] {
-    auto start = Clock::now();
-    for (int i = 0; i < 50; ++i) expect_ok(c->all_reduce(small.data(), small.size(), pc::ReduceOp::kSum)->wait(), "ar");
-    return std::chrono::duration<double>(Clock::now() - start).count() / 50;
-  };
-  double before = time_all_reduce();
-  for (int i = 0; i < 20; ++i) {
-    expect_ok(c->reduce_scatter(small.data(), shard.data(), shard.size(), pc::ReduceOp::kSum)->wait(), "rs");
-  }
-  double after = time_all_reduce();
-  if (g_rank == 0) {
-    fmt::print("all_reduce 1 MiB before reduce_scatters {:.3f} ms, after {:.3f} ms (ratio {:.2f})\n", before * 1e3,
-               after * 1e3, after / before);
-  }
-  return g_failures == 0 ? 0 : 1;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -433,7 +390,6 @@ int main(int argc, char** argv) {
   if (mode == "collectives") return mode_collectives(**store, world);
   if (mode == "abort") return mode_abort(**store);
   if (mode == "peer_death") return mode_peer_death(**store);
-  if (mode == "bench") return mode_bench(**store, world);
   fmt::print(stderr, "unknown mode {}\n", mode);
   return 2;
 }

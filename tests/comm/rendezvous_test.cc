@@ -2,6 +2,7 @@
 // secret, a silent client or a malformed frame is refused, logged and dropped without
 // slowing the job's real clients.
 #include <chrono>
+#include <cstdio>
 #include <string>
 #include <thread>
 #include <vector>

@@ -3,35 +3,26 @@
 #include "comm/rendezvous/secret.h"
 
 #include <sys/stat.h>
-#include <unistd.h>
 
-#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <string>
 
 #include <gtest/gtest.h>
 
+#include "test_util.h"
+
 namespace partrain::comm {
 namespace {
 
 class SecretFile : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/partrain-secret-XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-    path_ = dir_ + "/job.secret";
-  }
-  void TearDown() override {
-    std::remove(path_.c_str());
-    ::rmdir(dir_.c_str());
-  }
   void write(const std::string& content, mode_t mode) {
     std::ofstream(path_) << content;
     ASSERT_EQ(::chmod(path_.c_str(), mode), 0);
   }
-  std::string dir_, path_;
+  const partrain::testing::ScratchDir scratch_{"partrain-secret"};
+  const std::string path_ = (scratch_.path() / "job.secret").string();
 };
 
 TEST_F(SecretFile, Mode0600IsReadWithoutTrailingNewline) {

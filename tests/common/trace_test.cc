@@ -5,14 +5,13 @@
 #include <unistd.h>
 
 #include <cstdlib>
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <string>
 
 #include <gtest/gtest.h>
 
 #include "engine/io/json.h"
+#include "test_util.h"
 
 namespace partrain::trace {
 namespace {
@@ -33,25 +32,15 @@ std::string text_of(const JsonValue& e, const std::string& key) {
 
 class TraceTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/partrain-trace-XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-    reset();
-  }
-  void TearDown() override {
-    reset();
-    std::system(("rm -rf " + dir_).c_str());
-  }
+  void SetUp() override { reset(); }
+  void TearDown() override { reset(); }
   JsonValue read(const std::string& path) {
-    std::ifstream f(path);
-    std::stringstream s;
-    s << f.rdbuf();
-    Result<JsonValue> v = engine::io::parse_json(s.str());
+    Result<JsonValue> v = engine::io::parse_json(partrain::testing::slurp(path));
     EXPECT_TRUE(v.is_ok()) << v.status().message();
     return v.is_ok() ? *v : JsonValue{};
   }
-  std::string dir_;
+  const partrain::testing::ScratchDir scratch_{"partrain-trace"};
+  const std::string dir_ = scratch_.path().string();
 };
 
 TEST(StepSet, ParsesSinglesRangesAndLists) {
@@ -137,6 +126,7 @@ TEST_F(TraceTest, ASpanBegunInATracedStepIsKeptWhenItEndsAfterIt) {
     ++spans;
     EXPECT_EQ(text_of(e, "name"), "checkpoint write and commit");
     EXPECT_EQ(text_of(e, "tid"), "1");
+    EXPECT_EQ(text_of(*member(e, "args"), "step"), "1");  // the step it began in, not step 2
   }
   EXPECT_EQ(spans, 1);
 }

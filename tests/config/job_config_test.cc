@@ -68,9 +68,11 @@ spec = "tp2,pp2"
 tp = 4
 dp = 8
 ep = 2
+cp = 2
 zero = 1
 sp = false
 sched = "interleaved:2"
+cpimpl = "allgather"
 mb = 16
 
 [checkpoint]
@@ -142,6 +144,8 @@ TEST(JobConfig, EveryKeyLandsInItsField) {
   ASSERT_TRUE(p.dp.has_value());
   EXPECT_EQ(*p.dp, 8);
   EXPECT_EQ(p.ep, 2);
+  EXPECT_EQ(p.cp, 2);
+  EXPECT_EQ(p.cp_impl, "allgather");
   EXPECT_EQ(p.zero, 1);
   ASSERT_TRUE(p.sp.has_value());
   EXPECT_FALSE(*p.sp);
@@ -150,8 +154,8 @@ TEST(JobConfig, EveryKeyLandsInItsField) {
   ASSERT_TRUE(p.mb.has_value());
   EXPECT_EQ(*p.mb, 16);
   EXPECT_EQ(job->parallelism_items,
-            (std::vector<std::string>{"tp2,pp2", "tp4", "dp8", "ep2", "zero1", "nosp",
-                                      "sched=interleaved:2", "mb=16"}));
+            (std::vector<std::string>{"tp2,pp2", "tp4", "dp8", "ep2", "cp2", "zero1", "nosp",
+                                      "sched=interleaved:2", "cpimpl=allgather", "mb=16"}));
 
   EXPECT_EQ(job->checkpoint.dir, "ckpt");
   EXPECT_EQ(job->checkpoint.every, 100);
@@ -439,8 +443,8 @@ TEST(JobConfig, KnownKeysComeFromTheParserTable) {
   auto keys = known_job_keys();
   std::set<std::string> unique(keys.begin(), keys.end());
   EXPECT_EQ(unique.size(), keys.size()) << "a key is listed twice";
-  // 4 [job] + 19 [model] + 6 [data] + 16 [training] + 10 [parallelism] + 6 [checkpoint].
-  EXPECT_EQ(keys.size(), 61u);
+  // 4 [job] + 19 [model] + 6 [data] + 16 [training] + 12 [parallelism] + 6 [checkpoint].
+  EXPECT_EQ(keys.size(), 63u);
   for (const char* k : {"job.name", "model.arch", "model.recompute", "data.train_files",
                         "training.lr", "parallelism.spec", "parallelism.mb", "parallelism.stage_layers", "checkpoint.keep"}) {
     EXPECT_TRUE(unique.count(k)) << k;

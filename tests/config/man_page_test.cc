@@ -14,6 +14,7 @@
 
 #include "config/job_config.h"
 #include "config/site_config.h"
+#include "test_util.h"
 
 #ifndef PARTRAIN_MAN_TOML5
 #error "PARTRAIN_MAN_TOML5 (the path of man/partrain.toml.5) must be defined by the build"
@@ -24,6 +25,8 @@
 
 namespace partrain::config {
 namespace {
+
+using testing::slurp;
 
 struct ManEntry {
   std::string body;  // the paragraph after the tag line
@@ -120,13 +123,6 @@ TEST(ManPage, HasTheSlurmManPageSections) {
                         "FILES", "SEE ALSO"}) {
     EXPECT_TRUE(sections.count(s)) << "partrain.toml(5) lacks section " << s;
   }
-}
-
-std::string slurp(const std::filesystem::path& p) {
-  std::ifstream in(p);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
 }
 
 const std::filesystem::path kSource = PARTRAIN_SOURCE_DIR;

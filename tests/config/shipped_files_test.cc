@@ -10,6 +10,7 @@
 
 #include "config/job_config.h"
 #include "config/site_config.h"
+#include "test_util.h"
 
 #ifndef PARTRAIN_SOURCE_DIR
 #error "PARTRAIN_SOURCE_DIR must be defined by the build"
@@ -18,14 +19,9 @@
 namespace partrain::config {
 namespace {
 
-const std::filesystem::path kEtc = std::filesystem::path(PARTRAIN_SOURCE_DIR) / "etc";
+using testing::slurp;
 
-std::string slurp(const std::filesystem::path& p) {
-  std::ifstream in(p);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+const std::filesystem::path kEtc = std::filesystem::path(PARTRAIN_SOURCE_DIR) / "etc";
 
 TEST(ShippedFiles, SiteConfigExampleLoadsAndShowsEveryKey) {
   auto site = load_site_file((kEtc / "partrain.toml").string());
@@ -101,6 +97,15 @@ TEST(ShippedFiles, MoeExampleHasFourExpertsTopTwo) {
   EXPECT_EQ(job->model.arch, engine::Arch::kGpt2);
   EXPECT_EQ(job->model.moe_experts, 4);
   EXPECT_EQ(job->model.moe_top_k, 2);
+}
+
+// The long-context example asks for cp4 and cuts into its 8 chunks.
+TEST(ShippedFiles, LongContextExampleIsContextParallel) {
+  auto job = load_job((kEtc / "examples/long-context.toml").string());
+  ASSERT_TRUE(job.is_ok()) << job.status().message();
+  EXPECT_EQ(job->parallelism.cp, 4);
+  EXPECT_EQ(job->parallelism.cp_impl, "ring");
+  EXPECT_EQ(job->model.seq_len % (2 * job->parallelism.cp), 0);
 }
 
 TEST(ShippedFiles, EveryExampleLoads) {

@@ -28,6 +28,9 @@ file = "/etc/slurm/topology.conf"
 [defaults]
 spec = "zero1,sched=gpipe"
 
+[agent]
+progress_timeout = 120
+
 [log]
 level = "debug"
 )");
@@ -40,6 +43,7 @@ level = "debug"
   EXPECT_EQ(site->nvlink_domain, 4);
   EXPECT_EQ(site->topology_file, "/etc/slurm/topology.conf");
   EXPECT_EQ(site->default_spec, "zero1,sched=gpipe");
+  EXPECT_EQ(site->progress_timeout, 120);
   EXPECT_EQ(site->log_level, log::Level::kDebug);
 }
 
@@ -48,6 +52,7 @@ TEST(SiteConfig, AnEmptyFileKeepsTheBuiltInDefaults) {
   ASSERT_TRUE(site.is_ok()) << site.status().message();
   EXPECT_EQ(site->plugin_dir, default_plugin_dir());
   EXPECT_FALSE(site->plugin_dir.empty());
+  EXPECT_EQ(site->progress_timeout, 600);  // the watchdog: 10 minutes
   EXPECT_EQ(site->state_root, "/var/lib/partrain");
   EXPECT_EQ(site->gpus_per_node, 0);
   EXPECT_EQ(site->nvlink_domain, 0);
@@ -76,7 +81,7 @@ TEST(SiteConfig, ErrorsNameFileLineAndKey) {
        "site.toml:2: [topology] key 'plugin_dir' is unknown; it belongs in [paths]"},
       {"[training]\nlr = 1\n",
        "site.toml:1: table [training] is unknown; the tables are [paths] [topology] [rendezvous] [defaults] "
-       "[log]"},
+       "[agent] [log]"},
   };
   for (const Case& c : cases) {
     auto site = parse_site(c.text, "site.toml");
@@ -165,7 +170,7 @@ TEST(SiteConfig, KnownKeysComeFromTheParserTable) {
             (std::vector<std::string>{"paths.plugin_dir", "paths.state_root",
                                       "topology.gpus_per_node", "topology.nvlink_domain",
                                       "topology.file", "rendezvous.port_base", "rendezvous.port_range",
-                                      "defaults.spec", "log.level"}));
+                                      "defaults.spec", "agent.progress_timeout", "log.level"}));
 }
 
 }  // namespace

@@ -3,6 +3,16 @@
 // an in-process all-to-all) computing exactly the single-rank model's losses and
 // gradients on the same two micro-batches: with and without dropping, with a dense block
 // between MoE blocks, and with a micro-batch that sends no rows at all to the other rank.
+//
+// MoE blocks under tensor parallelism (engine/model/moe_tp.cc): two tp ranks (threads, an
+// in-process TensorComm) on the same micro-batch, each routing its own half of the tokens
+// with the experts whole, against one rank on that micro-batch: the loss (cross entropy and
+// aux) equal, the kept tokens per expert and the dropped choices summed over the two equal
+// one rank's (a capacity that drops, so the second rank's admission depends on the first's
+// choices), and every gradient equal at its logical elements: the routers' and experts'
+// (tp_summed) as the sum of the two ranks', the split tensors' pieces, the whole ones on
+// each rank. With and without sequence parallelism, GPT-2 top-1 with a dense block between
+// MoE blocks, LLaMA top-2.
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -18,6 +28,8 @@
 #include "engine/backend.h"
 #include "engine/model/expert_parallel.h"
 #include "engine/model/model.h"
+#include "engine/model/tensor_parallel.h"
+#include "tiny_models.h"
 
 namespace partrain::engine::model {
 namespace {
@@ -113,18 +125,77 @@ class RankComm final : public ExpertComm {
   int rank_;
 };
 
+// An in-process tp group: one thread per rank; each collective publishes the rank's
+// pointer, reads the others' between two barriers, then writes its own result.
+class TpGroup {
+ public:
+  explicit TpGroup(int n) : n_(n), bar_(n), ptr_(static_cast<size_t>(n)), vals_(static_cast<size_t>(n)) {}
+  void all_reduce(int rank, float* data, size_t count, bool max) {
+    publish(rank, data);
+    std::vector<float> out(data, data + count);
+    for (size_t i = 0; i < count; ++i) {
+      float acc = ptr_[0][i];
+      for (int r = 1; r < n_; ++r) acc = max ? std::max(acc, ptr_[static_cast<size_t>(r)][i]) : acc + ptr_[static_cast<size_t>(r)][i];
+      out[i] = acc;
+    }
+    bar_.arrive_and_wait();
+    std::memcpy(data, out.data(), count * sizeof(float));
+  }
+  void all_gather(int rank, float* full, const float* shard, size_t count) {
+    publish(rank, const_cast<float*>(shard));
+    for (int r = 0; r < n_; ++r) std::memcpy(full + r * count, ptr_[static_cast<size_t>(r)], count * sizeof(float));
+    bar_.arrive_and_wait();
+  }
+  void reduce_scatter(int rank, float* shard, const float* full, size_t count) {
+    publish(rank, const_cast<float*>(full));
+    std::vector<float> out(count, 0.0f);
+    for (size_t i = 0; i < count; ++i) {
+      for (int r = 0; r < n_; ++r) out[i] += ptr_[static_cast<size_t>(r)][rank * count + i];
+    }
+    bar_.arrive_and_wait();
+    std::memcpy(shard, out.data(), count * sizeof(float));
+  }
+  double sum(int rank, double x) {
+    vals_[static_cast<size_t>(rank)] = x;
+    bar_.arrive_and_wait();
+    double total = 0;
+    for (double v : vals_) total += v;
+    bar_.arrive_and_wait();
+    return total;
+  }
+
+ private:
+  void publish(int rank, float* p) {
+    ptr_[static_cast<size_t>(rank)] = p;
+    bar_.arrive_and_wait();
+  }
+  int n_;
+  std::barrier<> bar_;
+  std::vector<float*> ptr_;
+  std::vector<double> vals_;
+};
+
+class RankTensorComm final : public TensorComm {
+ public:
+  RankTensorComm(TpGroup* g, int rank) : g_(g), rank_(rank) {}
+  void all_reduce_sum(const Tensor& t) override { g_->all_reduce(rank_, t.ptr<float>(), static_cast<size_t>(t.numel()), false); }
+  void all_reduce_max(const Tensor& t) override { g_->all_reduce(rank_, t.ptr<float>(), static_cast<size_t>(t.numel()), true); }
+  void all_gather(const Tensor& full, const Tensor& shard) override {
+    g_->all_gather(rank_, full.ptr<float>(), shard.ptr<float>(), static_cast<size_t>(shard.numel()));
+  }
+  void reduce_scatter(const Tensor& shard, const Tensor& full) override {
+    g_->reduce_scatter(rank_, shard.ptr<float>(), full.ptr<float>(), static_cast<size_t>(shard.numel()));
+  }
+  double sum(double x) override { return g_->sum(rank_, x); }
+
+ private:
+  TpGroup* g_;
+  int rank_;
+};
+
+// Every block a mixture of 4 experts, top-k, the given capacity factor.
 ModelOptions moe(Arch arch, int k, float capacity) {
-  ModelOptions o;
-  o.arch = arch;
-  o.vocab_size = 19;
-  o.seq_len = 6;
-  o.layers = 2;
-  o.hidden = 16;
-  o.heads = 4;
-  o.kv_heads = arch == Arch::kLlama ? 2 : 0;
-  o.ffn_hidden = arch == Arch::kLlama ? 24 : 0;
-  o.tie_embeddings = arch == Arch::kGpt2;
-  o.init_std = 0.2f;
+  ModelOptions o = engine::testing::tiny(arch);
   o.moe_experts = 4;
   o.moe_top_k = k;
   o.moe_every = 1;
@@ -275,6 +346,131 @@ TEST(ExpertParallel, ARankSendingNothingToAnother) {
     if (::testing::Test::HasFailure()) return;
   }
   EXPECT_TRUE(found) << "no data seed below 40 sends 0 rows between the two ranks";
+}
+
+struct Forward {
+  LossParts loss;
+  MoeStats stats;
+  std::vector<float> grads;
+};
+
+// One micro-batch of 2 sequences, backward at scale 1.
+void check_tp2_equals_one_rank(const ModelOptions& o, bool sp, uint32_t seed) {
+  const int B = 2, N = B * o.seq_len;
+  std::mt19937 gen(seed);
+  std::uniform_int_distribution<int> tok(0, o.vocab_size - 1);
+  std::vector<int32_t> in(static_cast<size_t>(N)), tgt(static_cast<size_t>(N));
+  for (int i = 0; i < N; ++i) in[static_cast<size_t>(i)] = tok(gen), tgt[static_cast<size_t>(i)] = tok(gen);
+  const MicroBatch batch{in.data(), tgt.data(), B, 0, 0};
+
+  std::unique_ptr<Backend> be1 = make_cpu_backend();
+  auto one = Model::create(o, be1.get(), B, 42);
+  ASSERT_TRUE(one.is_ok()) << one.status().message();
+  (*one)->zero_grads();
+  (*one)->reset_moe_stats();
+  auto l1 = (*one)->forward(batch);
+  ASSERT_TRUE(l1.is_ok());
+  (*one)->backward(1.0f);
+  const std::vector<float> g1 = host_grads(**one);
+  ASSERT_GT((*one)->moe_stats().dropped, 0) << "the capacity should drop choices";
+
+  TpGroup group(2);
+  std::unique_ptr<Backend> be[2] = {make_cpu_backend(), make_cpu_backend()};
+  std::unique_ptr<Model> tp[2];
+  for (int r = 0; r < 2; ++r) {
+    auto m = Model::create(o, be[r].get(), B, 42, {}, TensorOptions{r, 2, sp});
+    ASSERT_TRUE(m.is_ok()) << m.status().message();
+    tp[r] = std::move(m).value();
+  }
+  RankTensorComm comms[2] = {RankTensorComm(&group, 0), RankTensorComm(&group, 1)};
+  Forward f[2];
+  std::thread threads[2];
+  for (int r = 0; r < 2; ++r) {
+    threads[r] = std::thread([&, r] {
+      Model& m = *tp[r];
+      m.set_tensor_comm(&comms[r]);
+      m.zero_grads();
+      m.reset_moe_stats();
+      auto l = m.forward(batch);
+      if (l.is_ok()) f[r].loss = *l;
+      f[r].stats = m.moe_stats();
+      m.backward(1.0f);
+      f[r].grads = host_grads(m);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_NEAR(f[r].loss.ce, l1->ce, 1e-6 * std::fabs(l1->ce)) << "rank " << r;
+    EXPECT_NEAR(f[r].loss.aux, l1->aux, 1e-6 * std::fabs(l1->aux)) << "rank " << r;
+  }
+  // Routing: each rank counted its own tokens; together they are one rank's.
+  const MoeStats& s1 = (*one)->moe_stats();
+  ASSERT_EQ(f[0].stats.tokens.size(), s1.tokens.size());
+  for (size_t i = 0; i < s1.tokens.size(); ++i) {
+    EXPECT_EQ(f[0].stats.tokens[i] + f[1].stats.tokens[i], s1.tokens[i]) << "expert slot " << i;
+  }
+  EXPECT_EQ(f[0].stats.dropped + f[1].stats.dropped, s1.dropped);
+  EXPECT_GT(f[1].stats.dropped, 0) << "the second half of the tokens should meet full experts";
+  // Gradients at their logical elements.
+  float scale = 0;
+  for (float v : g1) scale = std::max(scale, std::fabs(v));
+  const ParamTable& t1 = (*one)->table();
+  int summed = 0;
+  for (int r = 0; r < 2; ++r) {
+    for (const ParamSpec& s : tp[r]->table().specs()) {
+      const ParamSpec& ref = t1.specs()[static_cast<size_t>(t1.find(s.name))];
+      // The logical index of each local element.
+      std::vector<int64_t> logical;
+      if (s.split()) {
+        for (const ParamSpec::Piece& p : s.pieces) {
+          for (int64_t j = 0; j < p.count; ++j) logical.push_back(p.begin + j);
+        }
+      } else {
+        for (int64_t j = 0; j < s.numel(); ++j) logical.push_back(j);
+      }
+      ASSERT_EQ(static_cast<int64_t>(logical.size()), s.numel()) << s.name;
+      summed += s.tp_summed && r == 0 ? 1 : 0;
+      for (int64_t j = 0; j < s.numel(); ++j) {
+        const float want = g1[static_cast<size_t>(ref.offset + logical[static_cast<size_t>(j)])];
+        // The ranks' buffers differ in layout (rank 0 holds one vocabulary row more).
+        const size_t at = static_cast<size_t>(s.offset + j), other = static_cast<size_t>(
+            tp[1 - r]->table().specs()[static_cast<size_t>(tp[1 - r]->table().find(s.name))].offset + j);
+        const float got = s.tp_summed ? f[r].grads[at] + f[1 - r].grads[other] : f[r].grads[at];
+        if (std::fabs(got - want) > 2e-5f * scale) {
+          ADD_FAILURE() << s.name << "[" << j << "] on tp rank " << r << ": " << got << " vs one rank " << want;
+          return;
+        }
+      }
+    }
+  }
+  // Every router and expert tensor of the MoE blocks is summed over tp.
+  int moe_blocks = 0;
+  for (int l = 0; l < o.layers; ++l) moe_blocks += is_moe_layer(o, l) ? 1 : 0;
+  EXPECT_EQ(summed, moe_blocks * (1 + o.moe_experts * (o.arch == Arch::kGpt2 ? 4 : 3)));
+}
+
+// moe() with a wider init (a router that drops more) and MoE on every `every`-th block.
+ModelOptions moe_tp(Arch arch, int k, float capacity, int every) {
+  ModelOptions o = moe(arch, k, capacity);
+  o.init_std = 0.3f;
+  o.moe_every = every;
+  return o;
+}
+
+TEST(MoeTensorParallel, Gpt2Top1WithADenseBlockSequenceParallel) {
+  omp_set_num_threads(1);
+  check_tp2_equals_one_rank(moe_tp(Arch::kGpt2, 1, 0.5f, 2), true, 3);
+}
+
+TEST(MoeTensorParallel, Gpt2Top1WithoutSequenceParallel) {
+  omp_set_num_threads(1);
+  check_tp2_equals_one_rank(moe_tp(Arch::kGpt2, 1, 0.5f, 1), false, 4);
+}
+
+TEST(MoeTensorParallel, LlamaTop2BothWays) {
+  omp_set_num_threads(1);
+  check_tp2_equals_one_rank(moe_tp(Arch::kLlama, 2, 0.75f, 1), true, 5);
+  check_tp2_equals_one_rank(moe_tp(Arch::kLlama, 2, 0.75f, 1), false, 5);
 }
 
 }  // namespace

@@ -16,24 +16,12 @@
 #include "engine/backend.h"
 #include "engine/model/hf_io.h"
 #include "engine/model/model.h"
+#include "tiny_models.h"
 
 namespace partrain::engine::model {
 namespace {
 
-ModelOptions tiny(Arch arch) {
-  ModelOptions o;
-  o.arch = arch;
-  o.vocab_size = 19;
-  o.seq_len = 6;
-  o.layers = 2;
-  o.hidden = 16;
-  o.heads = 4;
-  o.kv_heads = arch == Arch::kLlama ? 2 : 0;
-  o.ffn_hidden = arch == Arch::kLlama ? 24 : 0;
-  o.tie_embeddings = arch == Arch::kGpt2;
-  o.init_std = 0.2f;  // larger than usual so gradients stand well above fp32 noise
-  return o;
-}
+using engine::testing::tiny;
 
 struct Data {
   std::vector<int32_t> in, tgt;
@@ -267,7 +255,7 @@ TEST(Model, DropoutChangesWithStepAndIsOffAtZero) {
 }
 
 TEST(Model, ExportImportRoundTripsWithHuggingFaceNames) {
-  const std::string dir = testing::TempDir();
+  const std::string dir = ::testing::TempDir();
   for (Arch arch : {Arch::kGpt2, Arch::kLlama}) {
     ModelOptions o = tiny(arch);
     Harness a(o, 1);

@@ -15,23 +15,13 @@
 #include "engine/backend.h"
 #include "engine/model/model.h"
 #include "engine/train/optimizer.h"
+#include "tiny_models.h"
 
 namespace partrain::engine::model {
 namespace {
 
-ModelOptions tiny(Arch arch) {
-  ModelOptions o;
-  o.arch = arch;
-  o.vocab_size = 19;
-  o.seq_len = 6;
-  o.layers = 3;
-  o.hidden = 16;
-  o.heads = 4;
-  o.kv_heads = arch == Arch::kLlama ? 2 : 0;
-  o.ffn_hidden = arch == Arch::kLlama ? 24 : 0;
-  o.tie_embeddings = arch == Arch::kGpt2;
-  return o;
-}
+// Three blocks at the engine's default init.
+ModelOptions tiny(Arch arch) { return engine::testing::tiny(arch, {.layers = 3, .init_std = 0.02f}); }
 
 TEST(ShardPieces, CutTheTableWhereTheShardEnds) {
   // GPT-2, V 19, T 6, C 16: wte [19, 16] = 304 elements at 0, wpe [6, 16] = 96 at 304,
@@ -59,6 +49,64 @@ TEST(ShardPieces, CutTheTableWhereTheShardEnds) {
     for (const ShardPiece& q : shard_pieces(t, lo, std::min(t.total(), lo + 1000))) covered += q.end - q.begin;
   }
   EXPECT_EQ(covered, t.total());
+}
+
+// The worked example of shard_views.h, by hand: [wte 10][router 2][experts 8][ln_f 2].
+ParamTable example_table() {
+  ParamTable t;
+  t.add("wte.weight", {10}, Init::kZeros, 0, false);
+  t.add("h.0.mlp.router.weight", {2}, Init::kZeros, 0, false);
+  t.mark_expert(t.add("h.0.mlp.experts.0.c_fc.weight", {8}, Init::kZeros, 0, false));
+  t.add("ln_f.weight", {2}, Init::kZeros, 0, true);
+  return t;
+}
+
+TEST(PartViews, ExpertsFormTheirOwnViewUnderEp) {
+  const ParamTable t = example_table();
+  const PartViews v(t, true);
+  EXPECT_EQ(v.size(View::kDense), 14);
+  EXPECT_EQ(v.size(View::kExperts), 8);
+  ASSERT_EQ(v.runs().size(), 3u);
+  EXPECT_EQ(v.runs()[0].view, View::kDense);  // wte + router: flat 0..11 = view 0..11
+  EXPECT_EQ(v.runs()[0].count, 12);
+  EXPECT_EQ(v.runs()[1].view, View::kExperts);
+  EXPECT_EQ(v.runs()[1].flat, 12);
+  EXPECT_EQ(v.runs()[1].at, 0);
+  EXPECT_EQ(v.runs()[2].flat, 20);  // ln_f: view 12..13
+  EXPECT_EQ(v.runs()[2].at, 12);
+  EXPECT_EQ(v.view_offset(t.specs()[3]), 12);
+  EXPECT_EQ(v.view_of(t.specs()[2]), View::kExperts);
+  // dp rank 1 of dp2 owns dense [7, 14): flat [7, 12) and [20, 22); expert-dp rank 0 of 2
+  // owns experts [0, 4): flat [12, 16).
+  EXPECT_EQ(v.flat_ranges(View::kDense, 7, 14), (std::vector<FlatRange>{{7, 12}, {20, 22}}));
+  EXPECT_EQ(v.flat_ranges(View::kExperts, 0, 4), (std::vector<FlatRange>{{12, 16}}));
+  EXPECT_TRUE(v.flat_ranges(View::kDense, 14, 20).empty());
+  // A segment crossing both views, cut into its runs' pieces.
+  const std::vector<ViewRun> p = v.pieces(10, 21);
+  ASSERT_EQ(p.size(), 3u);
+  EXPECT_EQ(p[0].at, 10);
+  EXPECT_EQ(p[0].count, 2);
+  EXPECT_EQ(p[1].view, View::kExperts);
+  EXPECT_EQ(p[1].count, 8);
+  EXPECT_EQ(p[2].at, 12);
+  EXPECT_EQ(p[2].count, 1);
+  // The shard buffers hold the ranges dense first: [7, 12) at 0, [20, 22) at 5, [12, 16) at 7.
+  ShardOptions sh{1, {{7, 12}, {20, 22}, {12, 16}}, 1};
+  const std::vector<ShardOptions::Run> runs = sh.runs();
+  ASSERT_EQ(runs.size(), 3u);
+  EXPECT_EQ(runs[1].at, 5);
+  EXPECT_EQ(runs[2].at, 7);
+  EXPECT_EQ(sh.numel(), 11);
+}
+
+TEST(PartViews, OneViewWithoutEp) {
+  const ParamTable t = example_table();
+  const PartViews v(t, false);
+  EXPECT_EQ(v.size(View::kDense), 22);
+  EXPECT_EQ(v.size(View::kExperts), 0);
+  ASSERT_EQ(v.runs().size(), 1u);
+  EXPECT_EQ(v.flat_ranges(View::kDense, 3, 15), (std::vector<FlatRange>{{3, 15}}));
+  EXPECT_EQ(v.view_offset(t.specs()[2]), 12);
 }
 
 // What a one-rank data-parallel group does (CPU backend: tensors are host memory).
@@ -93,7 +141,7 @@ struct TrainRun {
 TrainRun train(const ModelOptions& o, int stage, int prefetch) {
   std::unique_ptr<Backend> be = make_cpu_backend();
   const int64_t n = build_param_table(o).total();
-  ShardOptions sh{stage, 0, n, prefetch};
+  ShardOptions sh{stage, {{0, n}}, prefetch};
   auto m = Model::create(o, be.get(), 2, 7, sh);
   EXPECT_TRUE(m.is_ok()) << m.status().message();
   OneRankComm comm(0);
@@ -177,10 +225,14 @@ TEST(ShardedModel, SlotsTrainAsTheFlatBuffers) {
 
 TEST(ShardedModel, StagesNeedAShardInsideTheBuffer) {
   std::unique_ptr<Backend> be = make_cpu_backend();
-  auto m = Model::create(tiny(Arch::kGpt2), be.get(), 1, 1, ShardOptions{2, 10, 5, 1});
+  auto m = Model::create(tiny(Arch::kGpt2), be.get(), 1, 1, ShardOptions{2, {{10, 5}}, 1});
   ASSERT_FALSE(m.is_ok());
-  EXPECT_NE(m.status().message().find("ZeRO shard [10, 5) is not inside"), std::string::npos)
+  EXPECT_NE(m.status().message().find("ZeRO shard range [10, 5) is not inside"), std::string::npos)
       << m.status().message();
+  // Two ranges may not overlap.
+  m = Model::create(tiny(Arch::kGpt2), be.get(), 1, 1, ShardOptions{1, {{100, 200}, {0, 101}}, 1});
+  ASSERT_FALSE(m.is_ok());
+  EXPECT_NE(m.status().message().find("overlaps another"), std::string::npos) << m.status().message();
 }
 
 }  // namespace

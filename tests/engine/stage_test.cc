@@ -13,23 +13,15 @@
 
 #include "engine/backend.h"
 #include "engine/model/model.h"
+#include "tiny_models.h"
 
 namespace partrain::engine::model {
 namespace {
 
+// Four blocks (two per stage), V 23, T 8.
 ModelOptions options(Arch arch, float dropout) {
-  ModelOptions o;
-  o.arch = arch;
-  o.vocab_size = 23;
-  o.seq_len = 8;
-  o.layers = 4;
-  o.hidden = 16;
-  o.heads = 4;
-  o.kv_heads = arch == Arch::kLlama ? 2 : 0;
-  o.ffn_hidden = arch == Arch::kLlama ? 24 : 0;
-  o.tie_embeddings = arch == Arch::kGpt2;
+  ModelOptions o = engine::testing::tiny(arch, {.vocab = 23, .seq_len = 8, .layers = 4});
   o.dropout = dropout;
-  o.init_std = 0.2f;
   return o;
 }
 

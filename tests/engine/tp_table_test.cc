@@ -8,23 +8,13 @@
 
 #include "engine/model/params.h"
 #include "engine/model/sharding.h"
+#include "tiny_models.h"
 
 namespace partrain::engine::model {
 namespace {
 
-ModelOptions tiny(Arch arch) {
-  ModelOptions o;
-  o.arch = arch;
-  o.vocab_size = 19;  // not a multiple of 2 or 4: the last rank holds fewer rows
-  o.seq_len = 8;
-  o.layers = 2;
-  o.hidden = 16;
-  o.heads = 4;
-  o.kv_heads = arch == Arch::kLlama ? 2 : 0;
-  o.ffn_hidden = arch == Arch::kLlama ? 24 : 0;
-  o.tie_embeddings = arch == Arch::kGpt2;
-  return o;
-}
+// T 8, at the engine's default init.
+ModelOptions tiny(Arch arch) { return engine::testing::tiny(arch, {.seq_len = 8, .init_std = 0.02f}); }
 
 void check_cover_and_init(const ModelOptions& o, int tp) {
   const ParamTable whole = build_param_table(o);

@@ -3,18 +3,14 @@
 // exits 2 with one line on stderr; --help describes every option.
 #include <gtest/gtest.h>
 
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cstdio>
-#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
 #include <string>
 #include <vector>
+
+#include "test_util.h"
 
 #ifndef PARTRAIN_BIN
 #error "PARTRAIN_BIN must name the partrain executable"
@@ -22,35 +18,11 @@
 
 namespace {
 
-struct Outcome {
-  int rc = -1;
-  std::string out;
-  std::string err;
-};
+using partrain::testing::Outcome;
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
+// `partrain ARGS` as a user types it.
 Outcome run(const std::string& args) {
-  // CTest runs the tests of this binary as parallel processes: name the files per process.
-  const std::string dir = ::testing::TempDir();
-  const std::string tag = std::to_string(::getpid());
-  const std::string out = dir + "partrain_layout_cli." + tag + ".out";
-  const std::string err = dir + "partrain_layout_cli." + tag + ".err";
-  const std::string cmd =
-      std::string("'") + PARTRAIN_BIN + "' " + args + " >'" + out + "' 2>'" + err + "'";
-  Outcome r;
-  int status = std::system(cmd.c_str());
-  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = slurp(out);
-  r.err = slurp(err);
-  std::remove(out.c_str());
-  std::remove(err.c_str());
-  return r;
+  return partrain::testing::run_shell(std::string("'") + PARTRAIN_BIN + "' " + args);
 }
 
 struct RankRow {
@@ -169,7 +141,8 @@ TEST(CliLayoutErrorsTest, BadInputExitsTwoWithOneLine) {
 }
 
 TEST(CliLayoutErrorsTest, TopologyFileErrorsNameTheLine) {
-  const std::string path = ::testing::TempDir() + "partrain_cli_topo.conf";
+  const partrain::testing::ScratchDir dir;
+  const std::string path = (dir.path() / "topology.conf").string();
   {
     std::ofstream out(path);
     out << "SwitchName=s1 Nodes=n[1-2]\nSwitchName=s2 Nodes=n[3-4\n";
@@ -190,7 +163,6 @@ TEST(CliLayoutErrorsTest, TopologyFileErrorsNameTheLine) {
   for (const RankRow& row : rows) {
     EXPECT_EQ(row.node_index % 2, row.pp) << "rank " << row.rank << " on " << row.node;
   }
-  std::remove(path.c_str());
 }
 
 TEST(CliLayoutHelpTest, HelpDescribesEveryOption) {

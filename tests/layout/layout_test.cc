@@ -61,6 +61,38 @@ TEST(LayoutTest, ContextParallelSitsBetweenTpAndDp) {
   EXPECT_EQ(l->group(Axis::kPp, 5), (std::vector<int>{5, 13}));
 }
 
+// The cp2 x ep2 example of layout.h on 8 ranks (tp1, dp2, pp1): the experts' grid folds
+// the dp x cp block into ep x edp, ep first, so the ep group is the cp group here.
+TEST(LayoutTest, ExpertGridFoldsContextAndDataParallel) {
+  Result<Layout> l = Layout::create(8, spec(1, 1, 2, 2));
+  ASSERT_TRUE(l.is_ok()) << l.status().message();
+  EXPECT_EQ(l->dp(), 4);
+  EXPECT_EQ(l->expert_dp(), 4);
+  const RankCoord c = l->coord(5);  // rank 5 = cp 1 + 2 * dp 2
+  EXPECT_EQ(c.cp, 1);
+  EXPECT_EQ(c.dp, 2);
+  EXPECT_EQ(c.dp_cp, 5);
+  EXPECT_EQ(c.ep, 1);
+  EXPECT_EQ(c.expert_dp, 2);
+  EXPECT_EQ(l->group(Axis::kEp, 5), (std::vector<int>{4, 5}));
+  EXPECT_EQ(l->group(Axis::kCp, 5), (std::vector<int>{4, 5}));
+  EXPECT_EQ(l->group(Axis::kExpertDp, 5), (std::vector<int>{1, 3, 5, 7}));
+  EXPECT_EQ(l->group(Axis::kDp, 5), (std::vector<int>{1, 3, 5, 7}));
+  EXPECT_EQ(l->group(Axis::kDpCp, 5), (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7}));
+  // ep divides dp x cp, not dp: cp2, ep2 on dp1 holds half the experts on each cp rank.
+  Result<Layout> one = Layout::create(2, spec(1, 1, 2, 2));
+  ASSERT_TRUE(one.is_ok()) << one.status().message();
+  EXPECT_EQ(one->group(Axis::kEp, 0), (std::vector<int>{0, 1}));
+  EXPECT_EQ(one->expert_dp(), 1);
+  EXPECT_EQ(Layout::create(12, spec(1, 1, 8, 2)).status().message(),
+            "partrain: ep8 does not divide dp6 x cp2 = 12 (experts are sharded inside each dp x cp "
+            "group, as in Megatron-core); use an ep that divides 12");
+  EXPECT_TRUE(Layout::create(12, spec(1, 1, 4, 2)).is_ok());  // 4 divides 12, not dp6
+  EXPECT_EQ(Layout::create(8, spec(1, 1, 3, 2)).status().message(),
+            "partrain: ep3 does not divide dp4 x cp2 = 8 (experts are sharded inside each dp x cp "
+            "group, as in Megatron-core); use an ep that divides 8");
+}
+
 TEST(LayoutTest, RefusesImpossibleSizesWithAFix) {
   EXPECT_EQ(Layout::create(12, spec(4, 2)).status().message(),
             "partrain: world size 12 is not a multiple of tp4 x pp2 = 8; use a multiple of 8 "
@@ -90,12 +122,12 @@ TEST(LayoutTest, GroupPropertiesHoldOverManyLayouts) {
           for (int ep : {1, 2, 4}) {
             if (world % (tp * pp * cp) != 0) continue;
             const int dp = world / (tp * pp * cp);
-            if (dp % ep != 0) continue;
+            if ((dp * cp) % ep != 0) continue;
             Result<Layout> l = Layout::create(world, spec(tp, pp, ep, cp));
             ASSERT_TRUE(l.is_ok()) << l.status().message();
             SCOPED_TRACE(l->spec().to_string() + " W=" + std::to_string(world));
             ++checked;
-            const int sizes[] = {tp, cp, ep, dp, dp / ep, pp, tp * pp};
+            const int sizes[] = {tp, cp, ep, dp, dp * cp / ep, pp, tp * pp, dp * cp};
             for (size_t a = 0; a < kAllAxes.size(); ++a) {
               const Axis axis = kAllAxes[a];
               EXPECT_EQ(l->group_size(axis), sizes[a]);
@@ -108,19 +140,20 @@ TEST(LayoutTest, GroupPropertiesHoldOverManyLayouts) {
                 }
                 // Members agree on the coordinates the axis does not vary.
                 const RankCoord first = l->coord(g.front());
+                const bool dense_dp_cp = axis == Axis::kDp || axis == Axis::kDpCp;
+                const bool expert = axis == Axis::kEp || axis == Axis::kExpertDp;
                 for (int r : g) {
                   const RankCoord c = l->coord(r);
                   if (axis != Axis::kTp && axis != Axis::kModel) {
                     EXPECT_EQ(c.tp, first.tp);
                   }
-                  if (axis != Axis::kCp) {
+                  if (axis != Axis::kCp && axis != Axis::kDpCp && !expert) {
                     EXPECT_EQ(c.cp, first.cp);
                   }
                   if (axis != Axis::kPp && axis != Axis::kModel) {
                     EXPECT_EQ(c.pp, first.pp);
                   }
-                  if (axis == Axis::kTp || axis == Axis::kCp || axis == Axis::kPp ||
-                      axis == Axis::kModel) {
+                  if (!dense_dp_cp && !expert) {
                     EXPECT_EQ(c.dp, first.dp);
                   }
                   if (axis == Axis::kEp) {
@@ -138,8 +171,9 @@ TEST(LayoutTest, GroupPropertiesHoldOverManyLayouts) {
               EXPECT_EQ(l->rank_of(c), r);
               EXPECT_EQ(c.tp, r % tp);                 // tp fastest
               EXPECT_EQ(c.pp, r / (world / pp));       // pp outermost
-              EXPECT_EQ(c.ep, c.dp % ep);              // ep inside dp
-              EXPECT_EQ(c.expert_dp, c.dp / ep);
+              EXPECT_EQ(c.dp_cp, c.cp + cp * c.dp);
+              EXPECT_EQ(c.ep, c.dp_cp % ep);           // ep inside dp x cp, cp first
+              EXPECT_EQ(c.expert_dp, c.dp_cp / ep);
               std::vector<int> g = l->group(Axis::kTp, r);
               EXPECT_EQ(g.front(), r - r % tp);        // consecutive
               EXPECT_EQ(g.back(), r - r % tp + tp - 1);

@@ -92,14 +92,25 @@ TEST(SpecTest, InvalidSpecsNameTheItemAndTheFix) {
                "micro-batches, e.g. mb=8"},
       {"mb=", "partrain: 'mb=' in --partrain: mb needs a positive whole number of "
               "micro-batches, e.g. mb=8"},
+      {"cpimpl=",
+       "partrain: 'cpimpl=' in --partrain: cpimpl needs a context-parallel plugin's name "
+       "(letters, digits, '_', '-', '.'), e.g. cpimpl=ring or cpimpl=allgather"},
+      {"cpimpl=all gather",
+       "partrain: 'cpimpl=all gather' in --partrain: separate items with commas, e.g. tp4,pp2"},
+      {"cpimpl=a/b",
+       "partrain: 'cpimpl=a/b' in --partrain: cpimpl needs a context-parallel plugin's name "
+       "(letters, digits, '_', '-', '.'), e.g. cpimpl=ring or cpimpl=allgather"},
+      {"cp2,cpimpl=ring,cpimpl=allgather",
+       "partrain: 'cpimpl=allgather' in --partrain: cpimpl is given twice (also 'cpimpl=ring'); "
+       "keep one"},
       {"tp4 pp2",
        "partrain: 'tp4 pp2' in --partrain: separate items with commas, e.g. tp4,pp2"},
       {"tp4,,pp2", "partrain: empty item in --partrain 'tp4,,pp2': remove the extra comma"},
       {"tp4,", "partrain: empty item in --partrain 'tp4,': remove the extra comma"},
       {"TP4", "partrain: 'TP4' in --partrain: unknown item; use tpN, ppN, dpN, epN, cpN, "
-              "zero0..zero3, sp, nosp, sched=NAME[:V] or mb=M, e.g. --partrain=tp4,pp2"},
+              "zero0..zero3, sp, nosp, sched=NAME[:V], cpimpl=NAME or mb=M, e.g. --partrain=tp4,pp2"},
       {"foo", "partrain: 'foo' in --partrain: unknown item; use tpN, ppN, dpN, epN, cpN, "
-              "zero0..zero3, sp, nosp, sched=NAME[:V] or mb=M, e.g. --partrain=tp4,pp2"},
+              "zero0..zero3, sp, nosp, sched=NAME[:V], cpimpl=NAME or mb=M, e.g. --partrain=tp4,pp2"},
   };
   for (const auto& [text, message] : cases) {
     SCOPED_TRACE(text);
@@ -108,6 +119,23 @@ TEST(SpecTest, InvalidSpecsNameTheItemAndTheFix) {
     EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
     EXPECT_EQ(r.status().message(), message);
   }
+}
+
+// cpimpl= names the context-parallel plugin: ring unless given; it is not the cp degree,
+// though both start with "cp"; the canonical form carries it only when it is not ring.
+TEST(SpecTest, ContextPluginIsItsOwnItem) {
+  EXPECT_EQ(parse_spec("cp4")->cp_impl, "ring");
+  Result<ParallelSpec> r = parse_spec("cp4,cpimpl=allgather");
+  ASSERT_TRUE(r.is_ok()) << r.status().message();
+  EXPECT_EQ(r->cp, 4);
+  EXPECT_EQ(r->cp_impl, "allgather");
+  EXPECT_EQ(r->to_string(), "tp1,pp1,cp4,zero0,sched=1f1b,cpimpl=allgather");
+  EXPECT_EQ(parse_spec(r->to_string())->cp_impl, "allgather");
+  EXPECT_EQ(parse_spec("cpimpl=ring,cp2")->to_string(), "tp1,pp1,cp2,zero0,sched=1f1b");
+  EXPECT_EQ(parse_spec("cp2,cpimpl=my_ulysses-2")->cp_impl, "my_ulysses-2");
+  // An overlay replaces it like any item.
+  EXPECT_EQ(overlay_spec(*r, "cpimpl=ring")->cp_impl, "ring");
+  EXPECT_EQ(overlay_spec(*r, "tp2")->cp_impl, "allgather");
 }
 
 TEST(SpecTest, SequenceParallelDefaultsToOnWhenTpIsAboveOne) {

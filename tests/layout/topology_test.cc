@@ -108,6 +108,9 @@ TEST(SwitchTreeTest, ParseErrorsNameFileLineAndFix) {
       {"SwitchName=s1 Nodes=n[1-2]\nSwitchName=s2 Nodes=n[2-3]\n",
        "partrain: t.conf:2: node 'n2' is already under switch 's1' (line 1); a node hangs off "
        "one leaf switch"},
+      // Found by fuzz_topology: the same node twice on one line read past the switch table.
+      {"SwitchName=s1 Nodes=a1\nSwitchName=s2 Nodes=b[2,2]\n",
+       "partrain: t.conf:2: node 'b2' is listed twice in Nodes=; list it once"},
       {"SwitchName=s1 Nodes=n1\nSwitchName=top Switches=s[1-2]\n",
        "partrain: t.conf:2: switch 'top' lists unknown switch 's2'; define it with "
        "SwitchName=s2"},

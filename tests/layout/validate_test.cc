@@ -71,7 +71,7 @@ TEST(ValidateTest, EachInvariantHasItsMessage) {
        "or smaller tp/pp"},
       {"tp2,cp2,pp2", cluster(12, 4), {}, {},
        "partrain: world size 12 is not a multiple of tp2 x cp2 x pp2 = 8; use a multiple of 8 "
-       "ranks or smaller tp/pp"},
+       "ranks or smaller tp/cp/pp"},
       {"tp2,dp3", cluster(8, 4), {}, {},
        "partrain: tp2 x pp1 x dp3 = 6 ranks, but the job has 8; drop dp3 to derive dp4 from "
        "the world size"},

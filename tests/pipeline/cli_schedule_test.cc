@@ -4,13 +4,9 @@
 // on stderr naming the fix.
 #include <gtest/gtest.h>
 
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <cstdio>
-#include <fstream>
-#include <sstream>
 #include <string>
+
+#include "test_util.h"
 
 #ifndef PARTRAIN_BIN
 #error "PARTRAIN_BIN must name the partrain executable"
@@ -18,33 +14,12 @@
 
 namespace {
 
-struct Outcome {
-  int rc = -1;
-  std::string out;
-  std::string err;
-};
+using partrain::testing::Outcome;
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
+// `partrain ARGS` with the build tree's plugins.
 Outcome partrain(const std::string& args) {
-  const std::string base = ::testing::TempDir() + "partrain_schedule_cli." +
-                           std::to_string(::getpid());
-  const std::string cmd = std::string("PARTRAIN_SITE_CONFIG='") + PARTRAIN_BUILD_SITE_CONFIG +
-                          "' '" + PARTRAIN_BIN + "' " + args + " >'" + base + ".out' 2>'" + base +
-                          ".err'";
-  Outcome r;
-  const int status = std::system(cmd.c_str());
-  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = slurp(base + ".out");
-  r.err = slurp(base + ".err");
-  std::remove((base + ".out").c_str());
-  std::remove((base + ".err").c_str());
-  return r;
+  return partrain::testing::run_shell(std::string("PARTRAIN_SITE_CONFIG='") + PARTRAIN_BUILD_SITE_CONFIG +
+                                      "' '" + PARTRAIN_BIN + "' " + args);
 }
 
 bool has(const std::string& text, const std::string& part) {
@@ -87,12 +62,11 @@ TEST(ScheduleCli, CostsChangeTheTimelineNotTheFlatBubble) {
 }
 
 TEST(ScheduleCli, WritesTheSvg) {
-  const std::string svg = ::testing::TempDir() + "schedule_cli." + std::to_string(::getpid()) +
-                          ".svg";
+  const partrain::testing::ScratchDir dir;
+  const std::string svg = (dir.path() / "schedule.svg").string();
   Outcome r = partrain("schedule --pp 2 --mb 2 --sched gpipe --svg '" + svg + "'");
   ASSERT_EQ(r.rc, 0) << r.err;
-  const std::string doc = slurp(svg);
-  std::remove(svg.c_str());
+  const std::string doc = partrain::testing::slurp(svg);
   EXPECT_EQ(doc.rfind("<svg ", 0), 0u);
   EXPECT_TRUE(has(doc, "bubble fraction 0.3333"));  // (2-1)/(2+2-1)
 }

@@ -14,6 +14,7 @@
 #include "pipeline/check.h"
 #include "pipeline/simulate.h"
 #include "plugin/list.h"
+#include "plugin/plugin_folder.h"
 #include "plugin/schedule_loader.h"
 
 namespace partrain::plugin {
@@ -21,30 +22,14 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class ScheduleLoaderTest : public ::testing::Test {
+class ScheduleLoaderTest : public partrain::testing::PluginFolderTest {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/partrain_sched_loader_XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-    ASSERT_EQ(::chmod(dir_.c_str(), 0755), 0);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  std::string install(const std::string& from, const std::string& file, mode_t mode = 0755) {
-    const std::string to = dir_ + "/" + file;
-    fs::copy_file(from, to);
-    EXPECT_EQ(::chmod(to.c_str(), mode), 0);
-    return to;
-  }
   std::string fixture(const std::string& name) {
     return std::string(PARTRAIN_FIXTURE_DIR) + "/" + name + ".so";
   }
   std::string shipped(const std::string& name) {
     return std::string(PARTRAIN_SCHEDULE_PLUGIN_DIR) + "/" + name + ".so";
   }
-
-  std::string dir_;
 };
 
 TEST_F(ScheduleLoaderTest, ShippedScheduleLoadsAsPipelineFamily) {

@@ -57,10 +57,18 @@ TEST(PlannerRunnable, GpuRanksRunPlainDataParallelOnly) {
   for (const StrategySupport& s : strategy_support()) EXPECT_EQ(s.cuda, std::string(s.name) == "dp") << s.name;
 }
 
-TEST(PlannerRunnable, CompositionsTheWorkersRefuseAndUnevenStagesTheyRun) {
-  const Status ep_tp = runnable(spec("tp2,ep2", 2), tiny(8, 4), "cpu");
+TEST(PlannerRunnable, ExpertCompositionsRunAndUnevenStagesToo) {
+  // Experts with tp and with ZeRO run; a MoE model whose seq_len tp does not divide is
+  // refused (each tp rank routes its own 1/tp of the tokens).
+  for (const char* s : {"tp2,ep2", "tp2,ep2,nosp,pp2", "ep2,zero1", "ep2,pp2,zero3", "tp2,ep2,zero2"}) {
+    const ParallelSpec p = *parse_spec(s);
+    EXPECT_TRUE(runnable(spec(s, p.ep), tiny(8, 4), "cpu").is_ok()) << s;
+  }
+  config::JobConfig odd = tiny(8, 4);
+  odd.model.seq_len = 63;
+  const Status ep_tp = runnable(spec("tp2,ep2,nosp", 2), odd, "cpu");
   ASSERT_FALSE(ep_tp.is_ok());
-  EXPECT_NE(ep_tp.message().find("expert parallelism"), std::string::npos);
+  EXPECT_NE(ep_tp.message().find("seq_len 63 is not a multiple of tp2"), std::string::npos) << ep_tp.message();
   // 8 layers on pp3: stages of 3, 3 and 2 blocks (the cost-balanced split) run.
   const Status uneven = runnable(spec("pp3", 1), tiny(8), "cpu");
   EXPECT_TRUE(uneven.is_ok()) << uneven.message();

@@ -1,39 +1,20 @@
-// Helpers the planner's command-line tests share: run a shell command with its output in
-// files, read a file, and walk the JSON that `partrain plan` / `report` print.
+// Helpers the planner's command-line tests share: walk the JSON that `partrain plan` /
+// `report` print; running a command and reading a file come from tests/test_util.h.
 #pragma once
 
-#include <sys/wait.h>
-
-#include <cstdlib>
-#include <filesystem>
-#include <fstream>
 #include <sstream>
 #include <string>
 
 #include <gtest/gtest.h>
 
+#include "../test_util.h"
 #include "engine/io/json.h"
 
 namespace partrain::planner::testing {
 
 using engine::io::JsonValue;
-
-inline std::string slurp(const std::filesystem::path& p) {
-  std::ifstream in(p);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-// Runs `cmd` with stdout into `out` and stderr into `err` (the same file when `err` is
-// empty); returns the exit code, -1 when it did not exit.
-inline int sh(const std::string& cmd, const std::filesystem::path& out,
-              const std::filesystem::path& err = {}) {
-  const std::string full = cmd + " >'" + out.string() + "' " +
-                           (err.empty() ? std::string("2>&1") : "2>'" + err.string() + "'");
-  const int status = std::system(full.c_str());
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
+using partrain::testing::sh;
+using partrain::testing::slurp;
 
 // Member `key` of an object; a test failure (and a null value) when it is missing.
 inline const JsonValue& at(const JsonValue& v, const std::string& key) {

@@ -19,7 +19,9 @@
 #include "comm/rendezvous/server.h"
 #include "plugin/expert_loader.h"
 #include "plugin/list.h"
+#include "plugin/plugin_folder.h"
 #include "plugin/schedule_loader.h"
+#include "plugin/thread_ranks.h"
 #include "worker/expert_plugin_comm.h"
 
 namespace partrain::worker {
@@ -77,16 +79,10 @@ void run_rank(int rank, int port, const partrain_expert_v1_t* api, RankResult* o
 TEST(EpPlugin, AllToAllWithZeroCountsOverThreeRanks) {
   Result<std::unique_ptr<plugin::ExpertPlugin>> p = plugin::ExpertPlugin::find(PARTRAIN_BUILD_PLUGINDIR, "ep");
   ASSERT_TRUE(p) << p.status().message();
-  comm::RendezvousServerOptions so;
-  so.host = "127.0.0.1";
-  auto server = comm::RendezvousServer::start(kSecret, so);
-  ASSERT_TRUE(server.is_ok()) << server.status().message();
   std::array<RankResult, kRanks> results;
-  std::vector<std::thread> threads;
-  for (int r = 0; r < kRanks; ++r) {
-    threads.emplace_back(run_rank, r, (*server)->port(), (*p)->api(), &results[static_cast<size_t>(r)]);
-  }
-  for (std::thread& t : threads) t.join();
+  ASSERT_NO_FATAL_FAILURE(partrain::testing::run_thread_ranks(kRanks, kSecret, [&](int r, int port) {
+    run_rank(r, port, (*p)->api(), &results[static_cast<size_t>(r)]);
+  }));
   for (int r = 0; r < kRanks; ++r) {
     const RankResult& got = results[static_cast<size_t>(r)];
     ASSERT_TRUE(got.status.is_ok()) << "rank " << r << ": " << got.status.message();
@@ -104,26 +100,16 @@ TEST(EpPlugin, AllToAllWithZeroCountsOverThreeRanks) {
   }
 }
 
-class ExpertLoaderTest : public ::testing::Test {
+class ExpertLoaderTest : public partrain::testing::PluginFolderTest {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/partrain_expert_loader_XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-    ASSERT_EQ(::chmod(dir_.c_str(), 0755), 0);
+  // The shipped plugin NAME.so of the build tree.
+  static std::string built(const std::string& name) {
+    return std::string(PARTRAIN_BUILD_PLUGINDIR) + "/" + name + ".so";
   }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string install(const std::string& plugin, const std::string& file) {
-    const std::string to = dir_ + "/" + file;
-    fs::copy_file(std::string(PARTRAIN_BUILD_PLUGINDIR) + "/" + plugin + ".so", to);
-    EXPECT_EQ(::chmod(to.c_str(), 0755), 0);
-    return to;
-  }
-  std::string dir_;
 };
 
 TEST_F(ExpertLoaderTest, EpLoadsAsAnExpertPluginAndRefusalsNameTheFix) {
-  install("ep", "ep.so");
+  install(built("ep"), "ep.so");
   Result<std::unique_ptr<plugin::ExpertPlugin>> p = plugin::ExpertPlugin::find(dir_, "ep");
   ASSERT_TRUE(p) << p.status().message();
   EXPECT_EQ((*p)->info().family, "expert");
@@ -133,7 +119,7 @@ TEST_F(ExpertLoaderTest, EpLoadsAsAnExpertPluginAndRefusalsNameTheFix) {
   ASSERT_EQ(list->size(), 1u);
   EXPECT_TRUE((*list)[0].status) << (*list)[0].status.message();
   EXPECT_EQ((*list)[0].info.family, "expert");
-  const std::string dp = install("dp", "dp.so");
+  const std::string dp = install(built("dp"), "dp.so");
   Result<std::unique_ptr<plugin::ExpertPlugin>> bad = plugin::ExpertPlugin::find(dir_, "dp");
   ASSERT_FALSE(bad);
   EXPECT_EQ(bad.status().message(), dp + ": refused: missing symbol partrain_expert_v1; export it "

@@ -13,35 +13,23 @@
 
 #include "plugin/data_loader.h"
 #include "plugin/list.h"
+#include "plugin/plugin_folder.h"
 
 namespace partrain::plugin {
 namespace {
 
 namespace fs = std::filesystem;
 
-class LoaderTest : public ::testing::Test {
+class LoaderTest : public partrain::testing::PluginFolderTest {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/partrain_plugin_test_XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-    ASSERT_EQ(::chmod(dir_.c_str(), 0755), 0);
+  // The test plugin NAME.so built from fixtures/.
+  static std::string fixture(const std::string& name) {
+    return std::string(PARTRAIN_FIXTURE_DIR) + "/" + name + ".so";
   }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  // Copies fixture NAME.so into the test folder as FILE with `mode`; returns its path.
-  std::string install(const std::string& name, const std::string& file, mode_t mode = 0755) {
-    const std::string to = dir_ + "/" + file;
-    fs::copy_file(std::string(PARTRAIN_FIXTURE_DIR) + "/" + name + ".so", to);
-    EXPECT_EQ(::chmod(to.c_str(), mode), 0);
-    return to;
-  }
-
-  std::string dir_;
 };
 
 TEST_F(LoaderTest, GoodPluginLoadsWithItsDescription) {
-  const std::string path = install("good", "good.so");
+  const std::string path = install(fixture("good"), "good.so");
   Result<std::unique_ptr<DataPlugin>> p = DataPlugin::open(path);
   ASSERT_TRUE(p) << p.status().message();
   EXPECT_EQ((*p)->info().name, "good");
@@ -55,7 +43,7 @@ TEST_F(LoaderTest, GoodPluginLoadsWithItsDescription) {
 }
 
 TEST_F(LoaderTest, MissingSymbolIsRefused) {
-  const std::string path = install("nosym", "nosym.so");
+  const std::string path = install(fixture("nosym"), "nosym.so");
   Result<std::unique_ptr<DataPlugin>> p = DataPlugin::open(path);
   ASSERT_FALSE(p);
   EXPECT_EQ(p.status().message(),
@@ -64,7 +52,7 @@ TEST_F(LoaderTest, MissingSymbolIsRefused) {
 }
 
 TEST_F(LoaderTest, FutureAbiIsRefused) {
-  const std::string path = install("v7", "v7.so");
+  const std::string path = install(fixture("v7"), "v7.so");
   Result<std::unique_ptr<DataPlugin>> p = DataPlugin::open(path);
   ASSERT_FALSE(p);
   EXPECT_EQ(p.status().message(),
@@ -74,7 +62,7 @@ TEST_F(LoaderTest, FutureAbiIsRefused) {
 }
 
 TEST_F(LoaderTest, StructClaimingAnotherAbiIsRefused) {
-  const std::string path = install("badabi", "badabi.so");
+  const std::string path = install(fixture("badabi"), "badabi.so");
   Result<std::unique_ptr<DataPlugin>> p = DataPlugin::open(path);
   ASSERT_FALSE(p);
   EXPECT_EQ(p.status().message(),
@@ -84,7 +72,7 @@ TEST_F(LoaderTest, StructClaimingAnotherAbiIsRefused) {
 }
 
 TEST_F(LoaderTest, GroupWritableFileIsRefused) {
-  const std::string path = install("good", "good.so", 0775);
+  const std::string path = install(fixture("good"), "good.so", 0775);
   Result<std::unique_ptr<DataPlugin>> p = DataPlugin::open(path);
   ASSERT_FALSE(p);
   EXPECT_EQ(p.status().message(), path + ": refused: the plugin is writable by group or others "
@@ -92,7 +80,7 @@ TEST_F(LoaderTest, GroupWritableFileIsRefused) {
 }
 
 TEST_F(LoaderTest, WorldWritableDirectoryIsRefused) {
-  const std::string path = install("good", "good.so");
+  const std::string path = install(fixture("good"), "good.so");
   ASSERT_EQ(::chmod(dir_.c_str(), 0777), 0);
   Result<std::unique_ptr<DataPlugin>> p = DataPlugin::open(path);
   ASSERT_FALSE(p);
@@ -101,7 +89,7 @@ TEST_F(LoaderTest, WorldWritableDirectoryIsRefused) {
 }
 
 TEST_F(LoaderTest, ForeignOwnerIsRefused) {
-  const std::string path = install("good", "good.so");
+  const std::string path = install(fixture("good"), "good.so");
   const uid_t stranger = ::geteuid() == 0 ? 54321 : ::geteuid() + 1;
   if (::chown(path.c_str(), stranger, static_cast<gid_t>(-1)) != 0) {
     GTEST_SKIP() << "cannot chown here (needs root)";
@@ -115,7 +103,7 @@ TEST_F(LoaderTest, ForeignOwnerIsRefused) {
 }
 
 TEST_F(LoaderTest, FindPluginChecksTheName) {
-  install("good", "other.so");
+  install(fixture("good"), "other.so");
   Result<std::unique_ptr<DataPlugin>> p = DataPlugin::find(dir_, "other");
   ASSERT_FALSE(p);
   EXPECT_EQ(p.status().message(), dir_ + "/other.so: refused: the plugin calls itself 'good', "
@@ -125,14 +113,14 @@ TEST_F(LoaderTest, FindPluginChecksTheName) {
   EXPECT_EQ(none.status().message(),
             "plugin 'zero9' is not installed: no " + dir_ + "/zero9.so (the site config's "
             "[paths] plugin_dir is " + dir_ + "; `partrain plugins` lists what is there)");
-  install("good", "good.so");
+  install(fixture("good"), "good.so");
   Result<std::unique_ptr<DataPlugin>> good = DataPlugin::find(dir_, "good");
   ASSERT_TRUE(good) << good.status().message();
 }
 
 TEST_F(LoaderTest, ListShowsGoodAndRefusedPlugins) {
-  install("good", "good.so");
-  install("nosym", "nosym.so");
+  install(fixture("good"), "good.so");
+  install(fixture("nosym"), "nosym.so");
   Result<std::vector<ListEntry>> list = list_plugins(dir_);
   ASSERT_TRUE(list);
   ASSERT_EQ(list->size(), 2u);
@@ -143,7 +131,7 @@ TEST_F(LoaderTest, ListShowsGoodAndRefusedPlugins) {
 }
 
 TEST_F(LoaderTest, ExceptionsInThePluginBecomeErrorCodes) {
-  Result<std::unique_ptr<DataPlugin>> p = DataPlugin::open(install("good", "good.so"));
+  Result<std::unique_ptr<DataPlugin>> p = DataPlugin::open(install(fixture("good"), "good.so"));
   ASSERT_TRUE(p);
   const partrain_strategy_v2_t& s = *(*p)->v2();
   partrain_comm_v2_t comm{};
@@ -189,7 +177,7 @@ int one_rank_wait(void* ctx, void* work, char*, size_t) {
 // A plugin built against ABI v1 only still loads (the loader probes v2, then v1) and the
 // host drives it through its v1 table.
 TEST_F(LoaderTest, VersionOnePluginStillLoadsAndRuns) {
-  const std::string path = install("v1only", "v1only.so");
+  const std::string path = install(fixture("v1only"), "v1only.so");
   Result<std::unique_ptr<DataPlugin>> p = DataPlugin::open(path);
   ASSERT_TRUE(p) << p.status().message();
   EXPECT_EQ((*p)->info().abi_version, 1);

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "plugin/list.h"
+#include "plugin/plugin_folder.h"
 #include "plugin/schedule_loader.h"
 #include "plugin/tensor_loader.h"
 
@@ -18,26 +19,16 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class TensorLoaderTest : public ::testing::Test {
+class TensorLoaderTest : public partrain::testing::PluginFolderTest {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/partrain_tensor_loader_XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-    ASSERT_EQ(::chmod(dir_.c_str(), 0755), 0);
+  // The shipped plugin NAME.so of the build tree.
+  static std::string built(const std::string& name) {
+    return std::string(PARTRAIN_BUILD_PLUGINDIR) + "/" + name + ".so";
   }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string install(const std::string& plugin, const std::string& file, mode_t mode = 0755) {
-    const std::string to = dir_ + "/" + file;
-    fs::copy_file(std::string(PARTRAIN_BUILD_PLUGINDIR) + "/" + plugin + ".so", to);
-    EXPECT_EQ(::chmod(to.c_str(), mode), 0);
-    return to;
-  }
-  std::string dir_;
 };
 
 TEST_F(TensorLoaderTest, TpLoadsAsATensorPlugin) {
-  install("tp", "tp.so");
+  install(built("tp"), "tp.so");
   Result<std::unique_ptr<TensorPlugin>> p = TensorPlugin::find(dir_, "tp");
   ASSERT_TRUE(p) << p.status().message();
   EXPECT_EQ((*p)->info().family, "tensor");
@@ -52,17 +43,17 @@ TEST_F(TensorLoaderTest, TpLoadsAsATensorPlugin) {
 }
 
 TEST_F(TensorLoaderTest, RefusalsNameTheFileAndTheFix) {
-  const std::string dp = install("dp", "dp.so");
+  const std::string dp = install(built("dp"), "dp.so");
   Result<std::unique_ptr<TensorPlugin>> p = TensorPlugin::find(dir_, "dp");
   ASSERT_FALSE(p);
   EXPECT_EQ(p.status().message(), dp + ": refused: missing symbol partrain_tensor_v1; export it "
                                         "with PARTRAIN_TENSOR_PLUGIN from <partrain/tensor_sdk.h>");
-  const std::string other = install("tp", "mytp.so");
+  const std::string other = install(built("tp"), "mytp.so");
   p = TensorPlugin::find(dir_, "mytp");
   ASSERT_FALSE(p);
   EXPECT_EQ(p.status().message(), other + ": refused: the tensor plugin calls itself 'tp', not "
                                            "'mytp'; rename the file to tp.so");
-  const std::string writable = install("tp", "tp.so", 0775);
+  const std::string writable = install(built("tp"), "tp.so", 0775);
   p = TensorPlugin::find(dir_, "tp");
   ASSERT_FALSE(p);
   EXPECT_NE(p.status().message().find(writable), std::string::npos) << p.status().message();

@@ -16,6 +16,7 @@
 #include "comm/rendezvous/client.h"
 #include "comm/rendezvous/server.h"
 #include "plugin/data_loader.h"
+#include "plugin/thread_ranks.h"
 #include "worker/comm_adapter.h"
 #include "worker/data_plugin_comm.h"
 
@@ -89,16 +90,10 @@ TEST(ZeroPlugin, ShardsReduceAndGatherExactlyOverThreeRanks) {
   Result<std::unique_ptr<plugin::DataPlugin>> p = plugin::DataPlugin::find(PARTRAIN_BUILD_PLUGINDIR, "zero2");
   ASSERT_TRUE(p) << p.status().message();
   ASSERT_NE((*p)->v2(), nullptr);
-  comm::RendezvousServerOptions so;
-  so.host = "127.0.0.1";
-  auto server = comm::RendezvousServer::start(kSecret, so);
-  ASSERT_TRUE(server.is_ok()) << server.status().message();
   std::array<RankResult, kRanks> results;
-  std::vector<std::thread> threads;
-  for (int r = 0; r < kRanks; ++r) {
-    threads.emplace_back(run_rank, r, (*server)->port(), (*p)->v2(), &results[static_cast<size_t>(r)]);
-  }
-  for (std::thread& t : threads) t.join();
+  ASSERT_NO_FATAL_FAILURE(partrain::testing::run_thread_ranks(kRanks, kSecret, [&](int r, int port) {
+    run_rank(r, port, (*p)->v2(), &results[static_cast<size_t>(r)]);
+  }));
   const size_t bounds[kRanks + 1] = {0, 4, 7, 10};
   for (int r = 0; r < kRanks; ++r) {
     const RankResult& got = results[static_cast<size_t>(r)];

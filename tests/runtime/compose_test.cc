@@ -2,7 +2,9 @@
 // trains what one rank trains on the same global batch (20 steps, 1e-5 relative loss), and
 // where experts run their routing (kept and dropped tokens per expert) equals one rank's at
 // every step. Uneven pipeline stages: a 7-layer model on pp2 (cost-balanced split) and pp4
-// ([parallelism] stage_layers).
+// ([parallelism] stage_layers). ZeRO 1-3 with ep (experts sharded over expert-dp), and
+// experts with tp (whole per ep rank, each tp rank routing its own tokens), with and
+// without sequence parallelism, inside pipeline stages, with ZeRO.
 #include <string>
 #include <vector>
 
@@ -12,23 +14,15 @@
 
 namespace {
 
-using namespace partrain::testing_runtime;
+using namespace partrain::testing;
 
-const std::string kLlama = std::string(PARTRAIN_SOURCE_DIR) + "/etc/examples/llama-tiny.toml";
-const std::string kMoe = std::string(PARTRAIN_SOURCE_DIR) + "/etc/examples/moe-tiny.toml";
 constexpr int kSteps = 20;
 
 // A copy of an example job with its text edited: each (from, to) replaced once.
 std::string edited_job(const std::string& example, const std::string& dir,
                        const std::vector<std::pair<std::string, std::string>>& edits) {
   const std::string path = job_copy(example, dir, "job.toml", "");
-  std::string text = slurp(path);
-  for (const auto& [from, to] : edits) {
-    const size_t at = text.find(from);
-    EXPECT_NE(at, std::string::npos) << from << " in " << example;
-    if (at != std::string::npos) text.replace(at, from.size(), to);
-  }
-  std::ofstream(path) << text;
+  edit_file(path, edits);
   return path;
 }
 
@@ -51,21 +45,30 @@ TEST_P(ComposedMatchesOneRank, OverTwentySteps) {
   const std::string kind = c.job;
   const std::string example = kind == "gpt2" ? kTiny : kind == "llama" ? kLlama : kMoe;
   const std::string job = edited_job(example, dir_, c.edits);
-  Proc one = start({PARTRAIN_CLI, "run", job, "--steps", std::to_string(kSteps)}, env("one"), dir_, "one");
-  ASSERT_EQ(wait_exit(one.pid), 0) << slurp(one.err);
+  const ReferenceRun one = one_rank(job, kSteps);
   const std::string spec = std::string("--partrain=") + c.spec;
   Proc p = start({PARTRAIN_CLI, "run", job, spec, "--nproc", std::to_string(c.nproc), "--steps",
                   std::to_string(kSteps)}, env("many"), dir_, "many");
   ASSERT_EQ(wait_exit(p.pid), 0) << slurp(p.err);
   EXPECT_NE(slurp(p.err).find(c.log), std::string::npos) << c.log << " in " << slurp(p.err);
-  expect_same_losses(dir_ + "/one/metrics.jsonl", dir_ + "/many/metrics.jsonl", kSteps,
-                     std::string(c.name) + " " + spec, c.tolerance);
+  expect_same_losses(one.metrics, dir_ + "/many/metrics.jsonl", kSteps, std::string(c.name) + " " + spec,
+                     c.tolerance);
   // Where experts run, their routing (kept tokens per expert, dropped) equals one rank's.
-  if (kind == "moe") expect_same_routing(dir_ + "/one/metrics.jsonl", dir_ + "/many/metrics.jsonl", c.name);
+  if (kind == "moe" || std::string(c.name).find("moe") != std::string::npos) {
+    const long long dropped = expect_same_routing(one.metrics, dir_ + "/many/metrics.jsonl", c.name);
+    EXPECT_GT(dropped, 0) << c.name << ": the capacity should drop tokens";
+  }
 }
 
 const std::pair<std::string, std::string> kSevenLayers{"layers = 2", "layers = 7"};
 const std::pair<std::string, std::string> kMicroBatch2{"micro_batch = 8", "micro_batch = 2"};
+// moe-tiny: a capacity that drops tokens on one rank; MoE on every second block only.
+const std::pair<std::string, std::string> kDropping{"moe_capacity_factor = 1.25", "moe_capacity_factor = 1.0"};
+const std::pair<std::string, std::string> kDenseFirst{"moe_every = 1", "moe_every = 2"};
+// llama-tiny given moe-tiny's experts (SwiGLU experts, untied head, GQA attention).
+const std::pair<std::string, std::string> kLlamaExperts{
+    "[model]\n", "[model]\nmoe_experts = 4\nmoe_top_k = 2\nmoe_every = 1\nmoe_capacity_factor = 1.0\n"
+                 "moe_aux_loss_coef = 0.01\n"};
 
 INSTANTIATE_TEST_SUITE_P(
     Layouts, ComposedMatchesOneRank,
@@ -96,7 +99,20 @@ INSTANTIATE_TEST_SUITE_P(
              "", 1e-3},
         Case{"llama_7layers_pp4_stage_layers", "llama", "pp4", 4,
              {kSevenLayers, kMicroBatch2, {"seed = 1337", "seed = 1337\n[parallelism]\nstage_layers = [1, 2, 3, 1]"}},
-             "pp rank 2: stage 2 = blocks 3-5,"}),
+             "pp rank 2: stage 2 = blocks 3-5,"},
+        // ZeRO with ep: dense tensors sharded over dp, experts over expert-dp (dp / ep ranks),
+        // each view by its own data plugin instance. moe-tiny drops tokens at capacity 1.0.
+        Case{"moe_ep2_dp4_zero1", "moe", "ep2,dp4,zero1", 4, {kMicroBatch2, kDropping}},
+        Case{"moe_ep2_pp2_dp4_zero1", "moe", "ep2,pp2,zero1", 8, {kMicroBatch2, kDropping}},
+        Case{"moe_ep2_dp4_zero2", "moe", "ep2,dp4,zero2", 4, {kMicroBatch2, kDropping}},
+        Case{"moe_ep2_dp2_zero3", "moe", "ep2,dp2,zero3", 2, {kDropping}},  // expert-dp of one rank
+        // Experts with tp: attention and the dense blocks tensor-parallel, experts whole per
+        // ep rank, each tp rank routing its own tokens (sequence-parallel rows, or its slice).
+        Case{"moe_tp2_ep2", "moe", "tp2,ep2", 4, {kDropping}},
+        Case{"moe_tp2_ep2_nosp", "moe", "tp2,ep2,nosp", 4, {kDropping}},
+        Case{"moe_tp2_ep2_pp2", "moe", "tp2,ep2,pp2", 8, {kMicroBatch2, kDropping}},
+        Case{"moe_tp2_nosp", "moe", "tp2,nosp", 2, {kDropping, kDenseFirst}},
+        Case{"llama_moe_tp2_ep2_dp4_zero1", "llama", "tp2,ep2,dp4,zero1", 8, {kMicroBatch2, kLlamaExperts}}),
     [](const ::testing::TestParamInfo<Case>& i) { return std::string(i.param.name); });
 
 // stage_layers that do not fit the layout are refused before any worker starts, naming the key.

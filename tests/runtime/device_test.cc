@@ -11,7 +11,7 @@
 
 #include "runtime_helpers.h"
 
-namespace partrain::testing_runtime {
+namespace partrain::testing {
 namespace {
 
 class Device : public Runtime {
@@ -130,4 +130,4 @@ TEST_F(Device, HostOnlyDataPluginIsRefusedOnGpuRanks) {
 }
 
 }  // namespace
-}  // namespace partrain::testing_runtime
+}  // namespace partrain::testing

@@ -1,6 +1,6 @@
 // Expert parallelism inside pipeline stages (ep x pp x dp: worker/pipeline_executor with the
 // ep plugin on each stage's ep group): ep2 x pp2 on dp4 (8 ranks, expert-data-parallel
-// groups of 2) with 1F1B, ep2 x pp2 on dp2 with GPipe and with interleaved 1F1B (v = 2),
+// groups of 2) with 1F1B, ep2 x pp2 on dp2 with GPipe, ZB-H1 and interleaved 1F1B (v = 2),
 // and ep4 x pp2 on dp4 train exactly what one rank trains on etc/examples/moe-tiny.toml
 // (4 experts, top-2, micro-batches of 2, 20 steps; also a LLaMA MoE on ep2 x pp2 x dp4): the loss, the clipped norm and the aux
 // loss within 1e-5 relative, the per-block expert token counts (every stage's blocks, in
@@ -19,10 +19,8 @@
 
 namespace {
 
-using namespace partrain::testing_runtime;
+using namespace partrain::testing;
 
-const std::string kMoe = std::string(PARTRAIN_SOURCE_DIR) + "/etc/examples/moe-tiny.toml";
-const std::string kLlama = std::string(PARTRAIN_SOURCE_DIR) + "/etc/examples/llama-tiny.toml";
 constexpr int kSteps = 20;
 
 // moe-tiny (or, for `llama`, llama-tiny given the same experts: SwiGLU experts, untied head)
@@ -56,12 +54,12 @@ void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 
 class EpPpMatchesOneRank : public Runtime, public ::testing::WithParamInterface<Case> {};
 
-// The reference is `partrain run` on one rank (the engine's trainer, every expert local).
+// The reference is `partrain run` on one rank (the engine's trainer, every expert local),
+// trained once for all the cases with the same job.
 TEST_P(EpPpMatchesOneRank, OverTwentySteps) {
   const Case c = GetParam();
   const std::string job = moe_pp_job(dir_, c.layers, c.capacity, "", c.llama);
-  Proc one = start({PARTRAIN_CLI, "run", job, "--steps", std::to_string(kSteps)}, env("one"), dir_, "one");
-  ASSERT_EQ(wait_exit(one.pid), 0) << slurp(one.err);
+  const ReferenceRun one = one_rank(job, kSteps);  // once for all the cases with this job
   const std::string spec = std::string("--partrain=") + c.spec;
   Proc p = start({PARTRAIN_CLI, "run", job, spec, "--nproc", std::to_string(c.nproc), "--steps",
                   std::to_string(kSteps)}, env("eppp"), dir_, "eppp");
@@ -69,15 +67,9 @@ TEST_P(EpPpMatchesOneRank, OverTwentySteps) {
   const std::string err = slurp(p.err);
   EXPECT_NE(err.find("expert plugin ep "), std::string::npos) << err;
   EXPECT_NE(err.find("), checked; stage partition:"), std::string::npos) << err;
-  const std::string ref = dir_ + "/one/metrics.jsonl", got = dir_ + "/eppp/metrics.jsonl";
+  const std::string ref = one.metrics, got = dir_ + "/eppp/metrics.jsonl";
   expect_same_losses(ref, got, kSteps, std::string(c.name) + " " + spec);
-  const long long dropped = expect_same_routing(ref, got, c.name);
-  std::printf("%s: %lld tokens dropped over %d steps, on one rank and on %s\n", c.name, dropped, kSteps, c.spec);
-  if (c.drops) {
-    EXPECT_GT(dropped, 0) << "capacity " << c.capacity << " should drop tokens";
-  } else {
-    EXPECT_EQ(dropped, 0);
-  }
+  expect_drops(expect_same_routing(ref, got, c.name), c.drops, c.capacity, std::string(c.name) + " " + spec);
   // Every block's counts are there, not only the last stage's.
   const std::vector<std::string> tokens = column(got, "expert_tokens");
   ASSERT_FALSE(tokens.empty());
@@ -107,6 +99,8 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Case{"ep2_pp2_dp4_1f1b_dropping", "ep2,pp2,sched=1f1b", 8, 2, 2, "1.0", true},
                       Case{"ep2_pp2_dp4_1f1b", "ep2,pp2,sched=1f1b", 8, 2, 2, "2.0", false},
                       Case{"ep2_pp2_dp2_gpipe_dropping", "ep2,pp2,sched=gpipe", 4, 2, 2, "1.0", true},
+                      // ZB-H1: the experts' weight gradients in backward-input, the dense GEMMs split.
+                      Case{"ep2_pp2_dp2_zbh1_dropping", "ep2,pp2,sched=zbh1", 4, 2, 2, "1.0", true},
                       Case{"ep2_pp2_dp2_interleaved2_dropping", "ep2,pp2,sched=interleaved:2", 4, 4, 2, "1.0", true},
                       Case{"ep4_pp2_dp4_interleaved2_dropping", "ep4,pp2,sched=interleaved:2", 8, 4, 4, "1.0", true},
                       Case{"llama_ep2_pp2_dp4_dropping", "ep2,pp2", 8, 2, 2, "1.0", true, true}),
@@ -115,28 +109,28 @@ INSTANTIATE_TEST_SUITE_P(
 // Expert shards are saved under their logical names, each once (the coordinator refuses a
 // commit whose pieces do not cover every tensor exactly once): ep2 x pp2 x dp4 trains 4
 // steps, one rank resumes to 7, ep2 x pp2 x dp2 with interleaved stages to 10, pp2 x dp2
-// (every expert on each rank of a stage) to 20; the whole trajectory equals one rank's 20
+// (every expert on each rank of a stage) to 14; the whole trajectory equals one rank's 14
 // steps. (The legs before the last end inside the warm-up, whose learning rates do not
 // depend on the total steps.)
 TEST_F(Runtime, EpPipelineCheckpointsResumeOnOtherLayouts) {
+  constexpr int kTotal = 14;
   const std::string job = moe_pp_job(dir_, 4, "1.0", "[checkpoint]\nevery = 5\n");
-  Proc ref = start({PARTRAIN_CLI, "run", job, "--steps", std::to_string(kSteps)}, env("ref"), dir_, "ref");
-  ASSERT_EQ(wait_exit(ref.pid), 0) << slurp(ref.err);
+  const ReferenceRun ref = one_rank(job, kTotal);
   struct Leg {
     std::string spec, nproc, steps, says;
   };
   for (const Leg& leg : {Leg{"ep2,pp2", "8", "4", ""},
                          Leg{"dp1", "1", "7", "resuming at step 4"},
                          Leg{"ep2,pp2,sched=interleaved:2", "4", "10", "resuming at step 7"},
-                         Leg{"pp2,dp2", "4", "20", "resuming at step 10"}}) {
+                         Leg{"pp2,dp2", "4", std::to_string(kTotal), "resuming at step 10"}}) {
     Proc p = start({PARTRAIN_CLI, "run", job, "--partrain=" + leg.spec, "--nproc", leg.nproc, "--steps", leg.steps},
                    env("ck"), dir_, "ck");
     ASSERT_EQ(wait_exit(p.pid), 0) << leg.spec << ": " << slurp(p.err);
     EXPECT_NE(slurp(p.err).find(leg.says), std::string::npos) << leg.spec << ": " << slurp(p.err);
   }
   const std::string label = "ep2,pp2,dp4 -> one rank -> ep2,pp2,dp2 interleaved:2 -> pp2,dp2";
-  expect_same_losses(dir_ + "/ref/metrics.jsonl", dir_ + "/ck/metrics.jsonl", kSteps, label);
-  expect_same_routing(dir_ + "/ref/metrics.jsonl", dir_ + "/ck/metrics.jsonl", label);
+  expect_same_losses(ref.metrics, dir_ + "/ck/metrics.jsonl", kTotal, label);
+  expect_same_routing(ref.metrics, dir_ + "/ck/metrics.jsonl", label);
 }
 
 }  // namespace

@@ -10,7 +10,7 @@
 
 #include "runtime_helpers.h"
 
-namespace partrain::testing_runtime {
+namespace partrain::testing {
 namespace {
 
 constexpr int kSteps = 20;
@@ -117,13 +117,13 @@ TEST_F(Gpu, KilledGpuWorkerStopsTheJobWithTheRetryableCode) {
 }
 
 }  // namespace
-}  // namespace partrain::testing_runtime
+}  // namespace partrain::testing
 
 // Exit 77 (CTest's skip) without a device; listing the tests must work anywhere.
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
   if (::testing::GTEST_FLAG(list_tests)) return RUN_ALL_TESTS();
-  if (partrain::testing_runtime::gpus() == 0) {
+  if (partrain::testing::gpus() == 0) {
     std::fprintf(stderr, "no CUDA device: skipping the GPU runtime tests\n");
     return 77;
   }

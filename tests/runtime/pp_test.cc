@@ -19,10 +19,8 @@
 
 namespace {
 
-using namespace partrain::testing_runtime;
+using namespace partrain::testing;
 
-const std::string kLlama = std::string(PARTRAIN_SOURCE_DIR) + "/etc/examples/llama-tiny.toml";
-const std::string kMoe = std::string(PARTRAIN_SOURCE_DIR) + "/etc/examples/moe-tiny.toml";
 constexpr int kSteps = 20;
 
 // A copy of the example with `layers` blocks and micro-batches of `micro_batch` sequences
@@ -30,16 +28,9 @@ constexpr int kSteps = 20;
 std::string pp_job(const std::string& example, const std::string& dir, const std::string& name, int layers,
                    int micro_batch, const std::string& model = "", const std::string& extra = "") {
   const std::string path = job_copy(example, dir, name, extra);
-  std::string text = slurp(path);
-  auto replace = [&](const std::string& from, const std::string& to) {
-    const size_t at = text.find(from);
-    ASSERT_NE(at, std::string::npos) << from << " in " << example;
-    text.replace(at, from.size(), to);
-  };
-  replace("layers = 2", "layers = " + std::to_string(layers));
-  replace("micro_batch = 8", "micro_batch = " + std::to_string(micro_batch));
-  if (!model.empty()) replace("dropout = 0.0", model);
-  std::ofstream(path) << text;
+  edit_file(path, {{"layers = 2", "layers = " + std::to_string(layers)},
+                   {"micro_batch = 8", "micro_batch = " + std::to_string(micro_batch)}});
+  if (!model.empty()) edit_file(path, {{"dropout = 0.0", model}});
   return path;
 }
 
@@ -62,16 +53,14 @@ TEST_P(PpMatchesOneRank, OverTwentySteps) {
   const std::string name = c.job;
   const std::string example = name == "gpt2" ? kTiny : name == "llama" ? kLlama : kMoe;
   const std::string job = pp_job(example, dir_, "job.toml", c.layers, c.micro_batch, c.model);
-  Proc one = start({PARTRAIN_CLI, "run", job, "--steps", std::to_string(kSteps)}, env("one"), dir_, "one");
-  ASSERT_EQ(wait_exit(one.pid), 0) << slurp(one.err);
+  const ReferenceRun one = one_rank(job, kSteps);  // once for all the cases with this job
   const std::string spec = std::string("--partrain=") + c.spec;
   Proc p = start({PARTRAIN_CLI, "run", job, spec, "--nproc", std::to_string(c.nproc), "--steps",
                   std::to_string(kSteps)}, env("pp"), dir_, "pp");
   ASSERT_EQ(wait_exit(p.pid), 0) << slurp(p.err);
   const std::string err = slurp(p.err);
   EXPECT_NE(err.find("), checked; stage partition:"), std::string::npos) << err;
-  expect_same_losses(dir_ + "/one/metrics.jsonl", dir_ + "/pp/metrics.jsonl", kSteps,
-                     std::string(c.name) + " " + spec);
+  expect_same_losses(one.metrics, dir_ + "/pp/metrics.jsonl", kSteps, std::string(c.name) + " " + spec);
   // The pipeline's measured numbers are in every step's line.
   const std::string metrics = slurp(dir_ + "/pp/metrics.jsonl");
   for (const char* key : {"\"bubble_share\":", "\"pp_comm_ms\":", "\"pp_exposed_ms\":", "\"pp\":"}) {
@@ -146,38 +135,38 @@ TEST_F(Runtime, PpLayoutsNotRunYetAreRefused) {
 
 // Checkpoints by logical name across layouts: one rank trains 4 steps, pp2 x dp2 with
 // interleaved stages resumes from its pieces to step 11 (saving at 5, 10 and 11), tp2 x pp2
-// resumes from those to step 20; the whole trajectory equals one rank's 20 steps. (The
-// legs end inside the warm-up, whose learning rates do not depend on the total steps.)
+// resumes from those to step 14; the whole trajectory equals one rank's 14 steps. (The
+// legs before the last end by step 11, where the learning rate (warm-up 10) does not yet
+// depend on the total steps.)
 TEST_F(Runtime, PipelineCheckpointsResumeOnOtherLayouts) {
+  constexpr int kTotal = 14;
   const std::string job = pp_job(kTiny, dir_, "job.toml", 4, 2, "dropout = 0.1", "");
   std::string text = slurp(job);
   text.replace(text.find("every = 0"), 9, "every = 5");
   std::ofstream(job) << text;
-  Proc ref = start({PARTRAIN_CLI, "run", job, "--steps", "20"}, env("ref"), dir_, "ref");
-  ASSERT_EQ(wait_exit(ref.pid), 0) << slurp(ref.err);
+  const ReferenceRun ref = one_rank(job, kTotal);
   struct Leg {
     std::string spec, nproc, steps, says;
   };
   for (const Leg& leg : {Leg{"dp1", "1", "4", ""},
                          Leg{"pp2,dp2,sched=interleaved:2", "4", "11", "resuming at step 4"},
-                         Leg{"tp2,pp2", "4", "20", "resuming at step 11"}}) {
+                         Leg{"tp2,pp2", "4", std::to_string(kTotal), "resuming at step 11"}}) {
     Proc p = start({PARTRAIN_CLI, "run", job, "--partrain=" + leg.spec, "--nproc", leg.nproc, "--steps", leg.steps},
                    env("ck"), dir_, "ck");
     ASSERT_EQ(wait_exit(p.pid), 0) << slurp(p.err);
     EXPECT_NE(slurp(p.err).find(leg.says), std::string::npos) << leg.spec << ": " << slurp(p.err);
   }
-  expect_same_losses(dir_ + "/ref/metrics.jsonl", dir_ + "/ck/metrics.jsonl", 20,
-                     "one rank -> pp2,dp2,interleaved:2 -> tp2,pp2");
+  expect_same_losses(ref.metrics, dir_ + "/ck/metrics.jsonl", kTotal, "one rank -> pp2,dp2,interleaved:2 -> tp2,pp2");
 }
 
 // SIGTERM (Slurm's preemption) stops every pp rank at a step boundary with a checkpoint and
 // the retryable exit 75; the same command run again resumes there and the whole run equals
-// one rank's.
+// one rank's (the reference of the gpt2 pp cases above). The signal comes after step 2, so
+// 20 steps leave the stop 18 steps of margin.
 TEST_F(Runtime, SigtermStopsAPipelineAtAStepAndItResumes) {
-  constexpr int kLong = 60;
+  constexpr int kLong = kSteps;
   const std::string job = pp_job(kTiny, dir_, "job.toml", 4, 2);
-  Proc ref = start({PARTRAIN_CLI, "run", job, "--steps", std::to_string(kLong)}, env("ref"), dir_, "ref");
-  ASSERT_EQ(wait_exit(ref.pid), 0) << slurp(ref.err);
+  const ReferenceRun ref = one_rank(job, kLong);
   const std::vector<std::string> cmd = {PARTRAIN_CLI, "run", job, "--partrain=pp2,sched=interleaved:2",
                                         "--nproc", "2", "--steps", std::to_string(kLong)};
   Proc p = start(cmd, env("pp"), dir_, "pp");
@@ -196,7 +185,7 @@ TEST_F(Runtime, SigtermStopsAPipelineAtAStepAndItResumes) {
   ASSERT_EQ(wait_exit(again.pid), 0) << slurp(again.err);
   EXPECT_NE(slurp(again.err).find("resuming at step " + std::to_string(stopped)), std::string::npos)
       << slurp(again.err);
-  expect_same_losses(dir_ + "/ref/metrics.jsonl", dir_ + "/pp/metrics.jsonl", kLong,
+  expect_same_losses(ref.metrics, dir_ + "/pp/metrics.jsonl", kLong,
                      "pp2 interleaved stopped by SIGTERM at step " + std::to_string(stopped) + " and resumed");
 }
 

@@ -1,10 +1,9 @@
 // Helpers of the end-to-end runtime tests: the fixture that runs partraind as a user would,
 // example jobs with extra TOML, the losses and MoE routing of a metrics file. Shared by the
-// tests of this folder; the process helpers themselves are tests/process_util.h.
+// tests of this folder; processes and files are tests/test_util.h, the one-rank references
+// tests/reference_runs.h.
 #pragma once
 
-#include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -24,21 +23,17 @@
 
 #include <gtest/gtest.h>
 
-#include "process_util.h"
+#include "reference_runs.h"
+#include "test_util.h"
 
-namespace partrain::testing_runtime {
+namespace partrain::testing {
 
-namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
+// The example jobs the runs start from (data paths relative: job_copy() makes them absolute).
 inline const std::string kTiny = std::string(PARTRAIN_SOURCE_DIR) + "/etc/examples/tiny.toml";
-
-// Processes (tests/process_util.h, shared with the store's fault matrix).
-using partrain::testing::free_port;
-using partrain::testing::Proc;
-using partrain::testing::slurp;
-using partrain::testing::start;
-using partrain::testing::wait_exit;
+inline const std::string kLlama = std::string(PARTRAIN_SOURCE_DIR) + "/etc/examples/llama-tiny.toml";
+inline const std::string kMoe = std::string(PARTRAIN_SOURCE_DIR) + "/etc/examples/moe-tiny.toml";
 
 // The step lines of a metrics.jsonl as the run ended up with them: a restart marker
 // ({"event":"restart","resumed_at_step":N,...}) replaces the lines of steps after N
@@ -71,13 +66,6 @@ inline std::vector<double> losses(const std::string& metrics) {
 
 class Runtime : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/partrain_runtime_XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
   std::map<std::string, std::string> env(const std::string& run) const {
     return {{"PARTRAIN_SITE_CONFIG", PARTRAIN_SITE_CONFIG_FILE}, {"PARTRAIN_RUN_DIR", dir_ + "/" + run},
             {"OMP_NUM_THREADS", "1"}};
@@ -92,7 +80,14 @@ class Runtime : public ::testing::Test {
     if (code != 0) ADD_FAILURE() << slurp(p.err);
     return code;
   }
-  std::string dir_;
+  // `partrain run JOB --steps STEPS` on one rank, trained once for every test that compares
+  // against it (tests/reference_runs.h); JOB's paths must be absolute (job_copy()).
+  static ReferenceRun one_rank(const std::string& job, int steps) {
+    return reference_run(job, {"--steps", std::to_string(steps)});
+  }
+
+  const ScratchDir scratch_{"partrain_runtime"};
+  const std::string dir_ = scratch_.path().string();
 };
 
 
@@ -217,4 +212,15 @@ inline long long expect_same_routing(const std::string& ref, const std::string& 
   return dropped;
 }
 
-}  // namespace partrain::testing_runtime
+// Whether a capacity factor dropped tokens over a run (`dropped`, expect_same_routing's
+// count): some when `drops`, none otherwise; printed under `label`.
+inline void expect_drops(long long dropped, bool drops, const std::string& capacity, const std::string& label) {
+  std::printf("%s: %lld tokens dropped, on one rank and on this layout alike\n", label.c_str(), dropped);
+  if (drops) {
+    EXPECT_GT(dropped, 0) << label << ": capacity " << capacity << " should drop tokens";
+  } else {
+    EXPECT_EQ(dropped, 0) << label;
+  }
+}
+
+}  // namespace partrain::testing

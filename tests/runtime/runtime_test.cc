@@ -27,13 +27,13 @@
 
 namespace {
 
-using namespace partrain::testing_runtime;
+using namespace partrain::testing;
 
-// The single-rank reference comes from `partrain run` (the engine's own trainer).
+// The single-rank reference comes from `partrain run` (the engine's own trainer; the
+// same run as zero_test's and tp_test's, trained once).
 TEST_F(Runtime, DataParallelMatchesOneRankOverTwentySteps) {
   constexpr int kSteps = 20;
-  Proc one = start({PARTRAIN_CLI, "run", kTiny, "--steps", std::to_string(kSteps)}, env("one"), dir_, "one");
-  ASSERT_EQ(wait_exit(one.pid), 0) << slurp(one.err);
+  const ReferenceRun one = one_rank(job_copy(kTiny, dir_, "one.toml", ""), kSteps);
   // dp2 exactly as a user starts it: `partrain run JOB --partrain=dp2 --nproc 2`.
   Proc dp2 = start({PARTRAIN_CLI, "run", kTiny, "--partrain=dp2", "--nproc", "2", "--steps",
                     std::to_string(kSteps)}, env("dp2"), dir_, "dp2");
@@ -42,7 +42,7 @@ TEST_F(Runtime, DataParallelMatchesOneRankOverTwentySteps) {
   // Its copy has 0.25 MiB buckets, so the 1.7 MB gradient goes in several all-reduces.
   const std::string buckets = job_copy(kTiny, dir_, "tiny-buckets.toml", "[plugins.dp]\nbucket_mb = 0.25\n");
   ASSERT_EQ(agent("dp4", "dp4,mb=1", 4, kSteps, buckets), 0);
-  const std::vector<double> ref = losses(dir_ + "/one/metrics.jsonl");
+  const std::vector<double> ref = losses(one.metrics);
   ASSERT_EQ(ref.size(), static_cast<size_t>(kSteps));
   for (const char* run : {"dp2", "dp4"}) {
     const std::vector<double> got = losses(dir_ + "/" + run + "/metrics.jsonl");

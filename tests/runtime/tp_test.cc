@@ -19,9 +19,8 @@
 
 namespace {
 
-using namespace partrain::testing_runtime;
+using namespace partrain::testing;
 
-const std::string kLlama = std::string(PARTRAIN_SOURCE_DIR) + "/etc/examples/llama-tiny.toml";
 constexpr int kSteps = 20;
 
 struct Case {
@@ -38,34 +37,26 @@ void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 // A copy of the example with its [model] edited: `model` replaces the dropout line of
 // tiny.toml, or the kv_heads line of llama-tiny.toml.
 std::string edited_copy(const Case& c, const std::string& dir, const std::string& name) {
-  const std::string job = std::string(c.job) == "gpt2" ? kTiny : kLlama;
-  const std::string path = job_copy(job, dir, name, c.table);
-  std::string text = slurp(path);
-  if (*c.model != '\0') {
-    const std::string anchor = std::string(c.job) == "gpt2" ? "dropout = 0.0" : "kv_heads = 2";
-    const size_t at = text.find(anchor);
-    EXPECT_NE(at, std::string::npos);
-    text.replace(at, anchor.size(), c.model);
-  }
-  std::ofstream(path) << text;
+  const bool gpt2 = std::string(c.job) == "gpt2";
+  const std::string path = job_copy(gpt2 ? kTiny : kLlama, dir, name, c.table);
+  if (*c.model != '\0') edit_file(path, {{gpt2 ? "dropout = 0.0" : "kv_heads = 2", c.model}});
   return path;
 }
 
 class TpMatchesOneRank : public Runtime, public ::testing::WithParamInterface<Case> {};
 
-// The reference is `partrain run` on one rank (the engine's trainer, no plugin).
+// The reference is `partrain run` on one rank (the engine's trainer, no plugin), trained
+// once for all the cases with the same job.
 TEST_P(TpMatchesOneRank, OverTwentySteps) {
   const Case c = GetParam();
   const std::string job = edited_copy(c, dir_, "job.toml");
-  Proc one = start({PARTRAIN_CLI, "run", job, "--steps", std::to_string(kSteps)}, env("one"), dir_, "one");
-  ASSERT_EQ(wait_exit(one.pid), 0) << slurp(one.err);
+  const ReferenceRun one = one_rank(job, kSteps);
   const std::string spec = std::string("--partrain=") + c.spec;
   Proc t = start({PARTRAIN_CLI, "run", job, spec, "--nproc", std::to_string(c.nproc), "--steps",
                   std::to_string(kSteps)}, env("tp"), dir_, "tp");
   ASSERT_EQ(wait_exit(t.pid), 0) << slurp(t.err);
   EXPECT_NE(slurp(t.err).find("tensor plugin tp "), std::string::npos) << slurp(t.err);
-  expect_same_losses(dir_ + "/one/metrics.jsonl", dir_ + "/tp/metrics.jsonl", kSteps,
-                     std::string(c.name) + " " + spec);
+  expect_same_losses(one.metrics, dir_ + "/tp/metrics.jsonl", kSteps, std::string(c.name) + " " + spec);
   // Every rank writes its memory; the regions' collectives are counted.
   EXPECT_GE(first_collectives(dir_ + "/tp/metrics.jsonl"), 4);
   for (int r = 0; r < c.nproc; ++r) {

@@ -15,9 +15,8 @@
 
 namespace {
 
-using namespace partrain::testing_runtime;
+using namespace partrain::testing;
 
-const std::string kLlama = std::string(PARTRAIN_SOURCE_DIR) + "/etc/examples/llama-tiny.toml";
 constexpr int kSteps = 20;
 
 struct Case {
@@ -32,12 +31,12 @@ void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 
 class ZeroMatchesOneRank : public Runtime, public ::testing::WithParamInterface<Case> {};
 
-// The reference is `partrain run` on one rank (the engine's trainer, no plugin).
+// The reference is `partrain run` on one rank (the engine's trainer, no plugin), trained
+// once for all the cases with the same job (and for tp_test's).
 TEST_P(ZeroMatchesOneRank, OverTwentySteps) {
   const Case c = GetParam();
   const std::string job = std::string(c.job) == "gpt2" ? kTiny : kLlama;
-  Proc one = start({PARTRAIN_CLI, "run", job, "--steps", std::to_string(kSteps)}, env("one"), dir_, "one");
-  ASSERT_EQ(wait_exit(one.pid), 0) << slurp(one.err);
+  const ReferenceRun one = one_rank(job_copy(job, dir_, "one.toml", ""), kSteps);
   // dp2: one micro-batch of 8 per rank, default buckets (one per step), zero3 without
   // prefetch. dp4: two micro-batches of 2 per rank (ZeRO-2/3 reduce-scatter each one),
   // 0.05 MiB buckets (several per step), zero3 prefetching two blocks.
@@ -52,7 +51,7 @@ TEST_P(ZeroMatchesOneRank, OverTwentySteps) {
                   std::to_string(kSteps)}, env("zero"), dir_, "zero");
   ASSERT_EQ(wait_exit(z.pid), 0) << slurp(z.err);
   EXPECT_NE(slurp(z.err).find("data plugin " + plugin + " "), std::string::npos) << slurp(z.err);
-  expect_same_losses(dir_ + "/one/metrics.jsonl", dir_ + "/zero/metrics.jsonl", kSteps,
+  expect_same_losses(one.metrics, dir_ + "/zero/metrics.jsonl", kSteps,
                      std::string(c.job) + " " + spec);
   // The step's collectives are counted: reduce-scatters (and gathers) happened.
   EXPECT_GE(first_collectives(dir_ + "/zero/metrics.jsonl"), 2);

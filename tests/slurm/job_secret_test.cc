@@ -2,8 +2,6 @@
 // private to the user, and refused when someone else owns or can read it.
 #include "job_secret.h"
 
-#include <fstream>
-#include <iterator>
 #include <set>
 #include <string>
 #include <sys/stat.h>
@@ -14,10 +12,13 @@
 #include <filesystem>
 #include <gtest/gtest.h>
 
+#include "test_util.h"
+
 namespace partrain::spank {
 namespace {
 
 namespace fs = std::filesystem;
+using partrain::testing::slurp;
 
 class JobSecretTest : public ::testing::Test {
  protected:
@@ -30,11 +31,6 @@ class JobSecretTest : public ::testing::Test {
     dir_ = (root_ / "42").string();
   }
   void TearDown() override { fs::remove_all(root_); }
-
-  static std::string read(const std::string& path) {
-    std::ifstream in(path);
-    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  }
 
   fs::path root_;
   std::string dir_;
@@ -51,13 +47,13 @@ TEST_F(JobSecretTest, MadeOncePrivateAndStable) {
   EXPECT_EQ(*first, dir_ + "/job.secret");
   ASSERT_EQ(::stat(first->c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
-  const std::string secret = read(*first);
+  const std::string secret = slurp(*first);
   ASSERT_EQ(secret.size(), 65u);
   EXPECT_EQ(secret.find_first_not_of("0123456789abcdef"), 64u);
 
   Result<std::string> again = ensure_job_secret(dir_, ::getuid());  // e.g. a requeued run
   ASSERT_TRUE(again.is_ok());
-  EXPECT_EQ(read(*again), secret);
+  EXPECT_EQ(slurp(*again), secret);
   EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()), 1)
       << "temporary files must not be left behind";
 }
@@ -70,7 +66,7 @@ TEST_F(JobSecretTest, RacingTasksAllSeeTheSameCompleteSecret) {
   for (int i = 0; i < kTasks; ++i) {
     tasks.emplace_back([&, i] {
       Result<std::string> p = ensure_job_secret(dir_, ::getuid());
-      seen[i] = p.is_ok() ? read(*p) : "error: " + p.status().message();
+      seen[i] = p.is_ok() ? slurp(*p) : "error: " + p.status().message();
     });
   }
   for (std::thread& t : tasks) t.join();

@@ -1,8 +1,6 @@
 // The state store's pieces against independent references: CRC-32C against RFC 3720's
 // test vectors, shard files against hand-made damage (a flipped byte, a cut file), the
 // RocksDB store's commits, retention and reopening, and dp slicing covering every element.
-#include <unistd.h>
-
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -18,6 +16,7 @@
 #include "store/manifest.h"
 #include "store/shard_file.h"
 #include "store/state_store.h"
+#include "shards_fixture.h"
 
 namespace partrain::store {
 namespace {
@@ -38,10 +37,6 @@ TEST(Crc32c, MatchesPublishedVectors) {
   EXPECT_EQ(crc32c("123456789", 9), 0xE3069283u);
   // Continuing over a split gives the checksum of the whole.
   EXPECT_EQ(crc32c("6789", 4, crc32c("12345", 5)), 0xE3069283u);
-}
-
-std::vector<LogicalTensor> tensors() {
-  return {{"wte.weight", {7, 3}}, {"h.0.ln_1.bias", {5}}, {"ln_f.weight", {2}}};
 }
 
 TEST(Manifest, DpSlicesCoverEveryElementOnce) {
@@ -84,44 +79,6 @@ TEST(Manifest, RoundTripsThroughText) {
   EXPECT_FALSE(decode_pieces("piece\ta\tweight\n").is_ok());
 }
 
-class Shards : public ::testing::Test {
- protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/partrain_store_XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    root_ = tmpl;
-  }
-  void TearDown() override { fs::remove_all(root_); }
-
-  // Rank r of dp writes its slice; the values are element index + 1000 * role.
-  std::vector<PieceRecord> write_dp(int64_t step, int dp, int r) {
-    std::vector<std::vector<float>> bufs;
-    std::vector<PieceData> pieces;
-    for (const PieceSpec& s : dp_slice_pieces(tensors(), dp, r)) {
-      std::vector<float> v(static_cast<size_t>(s.end - s.begin));
-      for (size_t i = 0; i < v.size(); ++i) {
-        v[i] = static_cast<float>(s.begin + static_cast<int64_t>(i) + 1000 * static_cast<int>(s.role));
-      }
-      bufs.push_back(std::move(v));
-      pieces.push_back({s, nullptr});
-    }
-    for (size_t i = 0; i < pieces.size(); ++i) pieces[i].data = bufs[i].data();
-    Result<std::vector<PieceRecord>> recs = write_shard(root_, step, r, pieces);
-    EXPECT_TRUE(recs.is_ok()) << recs.status().message();
-    return recs.is_ok() ? *recs : std::vector<PieceRecord>{};
-  }
-  Checkpoint checkpoint(int64_t step, int dp) {
-    Checkpoint c;
-    c.state.step = step;
-    c.state.world = dp;
-    for (int r = 0; r < dp; ++r) {
-      for (PieceRecord& p : write_dp(step, dp, r)) c.pieces.push_back(p);
-    }
-    return c;
-  }
-  std::string root_;
-};
-
 TEST_F(Shards, ReadBackOnAnotherSplit) {
   const Checkpoint c = checkpoint(4, 3);
   ASSERT_TRUE(verify_checkpoint(root_, c).is_ok());
@@ -155,19 +112,23 @@ TEST_F(Shards, FlippedByteAndCutFileAreNamedWithBothChecksums) {
   EXPECT_EQ(t.code(), StatusCode::kCorruption);
 }
 
-TEST_F(Shards, StoreCommitsKeepsNewestAndCleansTheRest) {
+TEST_F(Shards, StoreCommitsDropsWhatItIsToldAndRemovesFolders) {
   RunMeta meta{"test", "crc32c:1", "dp2"};
   {
     Result<std::unique_ptr<StateStore>> st = StateStore::open(root_);
     ASSERT_TRUE(st.is_ok()) << st.status().message();
-    // A second writer is refused while the first, a live process, holds the store: a
-    // configuration error (two runs on one folder), never retryable (store_lock.h).
-    EXPECT_EQ(StateStore::open(root_).status().code(), StatusCode::kInvalidArgument);
+    // A second writer is refused while the first holds the store: a usage error (exit 2),
+    // since no restart cures two runs on one checkpoint folder.
+    Status second = StateStore::open(root_).status();
+    EXPECT_EQ(second.code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(second.message().find("in use by another partrain run"), std::string::npos) << second.message();
     for (int64_t step : {2, 4, 6}) {
-      Result<std::vector<int64_t>> dropped = (*st)->commit(checkpoint(step, 2), meta, 2);
-      ASSERT_TRUE(dropped.is_ok());
-      EXPECT_EQ(dropped->size(), step == 6 ? 1u : 0u);
+      const std::vector<int64_t> drop = step == 6 ? std::vector<int64_t>{2} : std::vector<int64_t>{};
+      ASSERT_TRUE((*st)->commit(checkpoint(step, 2), meta, drop).is_ok());
     }
+    EXPECT_EQ(*(*st)->latest(), 6);
+    // Re-committing an older step keeps the newest pointer on 6.
+    ASSERT_TRUE((*st)->commit(checkpoint(4, 2), meta, {}).is_ok());
     EXPECT_EQ(*(*st)->latest(), 6);
   }
   checkpoint(8, 2);  // written, never committed (a crash before the commit)
@@ -180,11 +141,12 @@ TEST_F(Shards, StoreCommitsKeepsNewestAndCleansTheRest) {
   EXPECT_EQ((*have)[1].state.step, 4);
   EXPECT_EQ((*(*st)->meta())->config_hash, "crc32c:1");
   st->reset();
-  Result<std::vector<std::string>> removed = remove_uncommitted(root_, {4, 6});
-  ASSERT_TRUE(removed.is_ok());
+  EXPECT_EQ(*list_step_folders(root_), (std::vector<int64_t>{2, 4, 6, 8}));
+  std::ofstream(root_ + "/" + step_folder(6) + "/rank-00000.bin.tmp.77") << "half";
+  EXPECT_EQ(remove_temp_files(root_, 6)->size(), 1u);
+  ASSERT_TRUE(remove_step(root_, 8).is_ok());
   EXPECT_FALSE(fs::exists(root_ + "/" + step_folder(8)));
-  EXPECT_FALSE(fs::exists(root_ + "/" + step_folder(2)));
-  EXPECT_TRUE(fs::exists(root_ + "/" + step_folder(6)));
+  EXPECT_TRUE(fs::exists(root_ + "/" + step_folder(6) + "/rank-00000.bin"));
 }
 
 TEST_F(Shards, CoordinatorSkipsADamagedNewestCheckpoint) {

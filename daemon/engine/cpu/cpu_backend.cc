@@ -125,12 +125,32 @@ void CpuBackend::swiglu_backward(const Tensor& dinp, const Tensor& inp, const Te
   cpu::swiglu_backward(f(dinp), f(inp), f(dout), N, F);
 }
 void CpuBackend::rope_forward(const Tensor& out, const Tensor& inp, int B, int T, int heads,
-                              int hd, int stride, float theta) {
-  cpu::rope_forward(f(out), f(inp), B, T, heads, hd, stride, theta);
+                              int hd, int stride, float theta, const SeqPositions& pos) {
+  cpu::rope_forward(f(out), f(inp), B, T, heads, hd, stride, theta, pos);
 }
 void CpuBackend::rope_backward(const Tensor& dinp, const Tensor& dout, int B, int T, int heads,
-                               int hd, int stride, float theta) {
-  cpu::rope_backward(f(dinp), f(dout), B, T, heads, hd, stride, theta);
+                               int hd, int stride, float theta, const SeqPositions& pos) {
+  cpu::rope_backward(f(dinp), f(dout), B, T, heads, hd, stride, theta, pos);
+}
+namespace {
+AttentionBlockShape block_shape(const AttentionBlockDims& d) {
+  return {d.B, d.Tq, d.Tk, d.H, d.KV, d.hd, d.q_stride, d.kv_stride, d.q_pos, d.k_pos};
+}
+}  // namespace
+void CpuBackend::attention_block_forward(const Tensor& out, const Tensor& lse, const Tensor& q,
+                                         const Tensor& k, const Tensor& v, const AttentionBlockDims& d) {
+  cpu::attention_block_forward(f(out), f(lse), f(q), f(k), f(v), block_shape(d));
+}
+void CpuBackend::attention_block_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv,
+                                          const Tensor& dout, const Tensor& out, const Tensor& lse,
+                                          const Tensor& q, const Tensor& k, const Tensor& v,
+                                          const AttentionBlockDims& d) {
+  cpu::attention_block_backward(f(dq), f(dk), f(dv), f(dout), f(out), f(lse), f(q), f(k), f(v),
+                                block_shape(d));
+}
+void CpuBackend::copy_columns(const Tensor& dst, int dst_stride, const Tensor& src, int src_stride,
+                              int rows, int cols) {
+  cpu::copy_columns(f(dst), dst_stride, f(src), src_stride, rows, cols);
 }
 void CpuBackend::crossentropy_forward(const Tensor& losses, const Tensor& lse,
                                       const Tensor& logits, const Tensor& targets, int N, int V) {

@@ -64,9 +64,17 @@ class CpuBackend : public Backend {
   void swiglu_backward(const Tensor& dinp, const Tensor& inp, const Tensor& dout, int N,
                        int F) override;
   void rope_forward(const Tensor& out, const Tensor& inp, int B, int T, int heads, int hd,
-                    int stride, float theta) override;
+                    int stride, float theta, const SeqPositions& pos) override;
   void rope_backward(const Tensor& dinp, const Tensor& dout, int B, int T, int heads, int hd,
-                     int stride, float theta) override;
+                     int stride, float theta, const SeqPositions& pos) override;
+  void attention_block_forward(const Tensor& out, const Tensor& lse, const Tensor& q,
+                               const Tensor& k, const Tensor& v, const AttentionBlockDims& d) override;
+  void attention_block_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv,
+                                const Tensor& dout, const Tensor& out, const Tensor& lse,
+                                const Tensor& q, const Tensor& k, const Tensor& v,
+                                const AttentionBlockDims& d) override;
+  void copy_columns(const Tensor& dst, int dst_stride, const Tensor& src, int src_stride, int rows,
+                    int cols) override;
   void crossentropy_forward(const Tensor& losses, const Tensor& lse, const Tensor& logits,
                             const Tensor& targets, int N, int V) override;
   void crossentropy_backward(const Tensor& dlogits, const Tensor& logits, const Tensor& lse,

@@ -203,14 +203,29 @@ void CpuBf16Backend::swiglu_backward(const Tensor& dinp, const Tensor& inp, cons
   CpuBackend::swiglu_backward(s.view(dinp), s.view(inp), s.view(dout), N, F);
 }
 
-void CpuBf16Backend::rope_forward(const Tensor& out, const Tensor& inp, int B, int T, int heads, int hd, int stride, float theta) {
+void CpuBf16Backend::rope_forward(const Tensor& out, const Tensor& inp, int B, int T, int heads, int hd, int stride, float theta, const SeqPositions& pos) {
   F32Scope s(*this, {&out, &inp});
-  CpuBackend::rope_forward(s.view(out), s.view(inp), B, T, heads, hd, stride, theta);
+  CpuBackend::rope_forward(s.view(out), s.view(inp), B, T, heads, hd, stride, theta, pos);
 }
 
-void CpuBf16Backend::rope_backward(const Tensor& dinp, const Tensor& dout, int B, int T, int heads, int hd, int stride, float theta) {
+void CpuBf16Backend::rope_backward(const Tensor& dinp, const Tensor& dout, int B, int T, int heads, int hd, int stride, float theta, const SeqPositions& pos) {
   F32Scope s(*this, {&dinp, &dout});
-  CpuBackend::rope_backward(s.view(dinp), s.view(dout), B, T, heads, hd, stride, theta);
+  CpuBackend::rope_backward(s.view(dinp), s.view(dout), B, T, heads, hd, stride, theta, pos);
+}
+
+void CpuBf16Backend::attention_block_forward(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v, const AttentionBlockDims& d) {
+  F32Scope s(*this, {&out, &lse, &q, &k, &v});
+  CpuBackend::attention_block_forward(s.view(out), s.view(lse), s.view(q), s.view(k), s.view(v), d);
+}
+
+void CpuBf16Backend::attention_block_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dout, const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v, const AttentionBlockDims& d) {
+  F32Scope s(*this, {&dq, &dk, &dv, &dout, &out, &lse, &q, &k, &v});
+  CpuBackend::attention_block_backward(s.view(dq), s.view(dk), s.view(dv), s.view(dout), s.view(out), s.view(lse), s.view(q), s.view(k), s.view(v), d);
+}
+
+void CpuBf16Backend::copy_columns(const Tensor& dst, int dst_stride, const Tensor& src, int src_stride, int rows, int cols) {
+  F32Scope s(*this, {&dst, &src});
+  CpuBackend::copy_columns(s.view(dst), dst_stride, s.view(src), src_stride, rows, cols);
 }
 
 void CpuBf16Backend::crossentropy_forward(const Tensor& losses, const Tensor& lse, const Tensor& logits, const Tensor& targets, int N, int V) {

@@ -14,6 +14,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "engine/positions.h"
+
 namespace partrain::engine::cpu {
 
 // out[n,:] = wte[tokens[n],:] (+ wpe[t,:] when wpe is non-null; t = n % T).
@@ -62,12 +64,35 @@ void swiglu_forward(float* out, const float* inp, int N, int F);
 void swiglu_backward(float* dinp, const float* inp, const float* dout, int N, int F);
 
 // Rotary position embedding in Hugging Face's rotate_half convention (pairs i and i+hd/2),
-// applied to x [B,T,heads,hd] with row stride `stride`; out may alias inp.
+// applied to x [B,T,heads,hd] with row stride `stride`; out may alias inp. Row t of each
+// sequence is at position pos.at(t) (engine/positions.h; t itself by default).
 // backward applies the inverse rotation to dout.
 void rope_forward(float* out, const float* inp, int B, int T, int heads, int hd, int stride,
-                  float theta);
+                  float theta, const SeqPositions& pos = {});
 void rope_backward(float* dinp, const float* dout, int B, int T, int heads, int hd, int stride,
-                   float theta);
+                   float theta, const SeqPositions& pos = {});
+
+// Context-parallel attention, one block of keys at a time (attention_block.cc): this rank's
+// Tq query rows per sequence (at positions q_pos) against Tk key/value rows (at k_pos) of
+// one cp rank, causal by position. Strides and heads as attention_forward.
+struct AttentionBlockShape {
+  int B = 0, Tq = 0, Tk = 0, H = 0, KV = 0, hd = 0, q_stride = 0, kv_stride = 0;
+  SeqPositions q_pos, k_pos;
+};
+// Merges the block into the running result: out [B,Tq,H*hd] and lse [B,H,Tq] hold the
+// attention over the blocks so far (start: out 0, lse -inf), and become that over those
+// blocks and this one (online softmax: lse' = log(e^lse + e^lse_b), out' = out e^(lse-lse')
+// + out_b e^(lse_b-lse')). After every block, in any order, they are the whole sequence's.
+void attention_block_forward(float* out, float* lse, const float* q, const float* k,
+                             const float* v, const AttentionBlockShape& s);
+// From the final out and lse: dq += this block's part of d q; dk, dv (the block's keys and
+// values) += their gradient from these queries. Null outputs are skipped.
+void attention_block_backward(float* dq, float* dk, float* dv, const float* dout,
+                              const float* out, const float* lse, const float* q, const float* k,
+                              const float* v, const AttentionBlockShape& s);
+
+// dst[r * dst_stride + c] = src[r * src_stride + c] for r < rows, c < cols.
+void copy_columns(float* dst, int dst_stride, const float* src, int src_stride, int rows, int cols);
 
 // Per-row softmax cross-entropy over logits [N,V]: losses[n] = lse[n] - logits[n, target[n]].
 // A target < 0 is ignored (loss 0, no gradient). Backward:

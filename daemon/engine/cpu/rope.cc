@@ -1,5 +1,6 @@
 // Rotary position embedding, Hugging Face rotate_half convention: for i < hd/2 the pair
-// (x_i, x_{i+hd/2}) at position t is rotated by angle t * theta^(-2i/hd). The frequencies
+// (x_i, x_{i+hd/2}) at position p is rotated by angle p * theta^(-2i/hd); row t of each
+// sequence is at position pos.at(t) (t itself unless the rank holds cp chunks). The frequencies
 // and angles are formed in fp32 as Hugging Face does, cos/sin rounded from double.
 // Backward rotates by -angle. It WRITES dinp (not +=): it is applied in place to the
 // q/k part of a packed gradient buffer, so dinp may alias dout, as out may alias inp.
@@ -13,7 +14,7 @@ namespace partrain::engine::cpu {
 namespace {
 
 void rotate(float* out, const float* inp, int B, int T, int heads, int hd, int stride,
-            float theta, float sign) {
+            float theta, float sign, const SeqPositions& pos) {
   const int half = hd / 2;
   // The calling thread's storage (no allocation in the step loop), shared with the OpenMP
   // threads through the pointer.
@@ -28,7 +29,7 @@ void rotate(float* out, const float* inp, int B, int T, int heads, int hd, int s
     for (int t = 0; t < T; ++t) {
       const size_t row = (static_cast<size_t>(b) * T + t) * stride;
       for (int i = 0; i < half; ++i) {
-        const float angle = static_cast<float>(t) * inv_freq[i];
+        const float angle = static_cast<float>(pos.at(t)) * inv_freq[i];
         const float c = static_cast<float>(std::cos(static_cast<double>(angle)));
         const float s = sign * static_cast<float>(std::sin(static_cast<double>(angle)));
         for (int h = 0; h < heads; ++h) {
@@ -45,13 +46,13 @@ void rotate(float* out, const float* inp, int B, int T, int heads, int hd, int s
 }  // namespace
 
 void rope_forward(float* out, const float* inp, int B, int T, int heads, int hd, int stride,
-                  float theta) {
-  rotate(out, inp, B, T, heads, hd, stride, theta, 1.0f);
+                  float theta, const SeqPositions& pos) {
+  rotate(out, inp, B, T, heads, hd, stride, theta, 1.0f, pos);
 }
 
 void rope_backward(float* dinp, const float* dout, int B, int T, int heads, int hd, int stride,
-                   float theta) {
-  rotate(dinp, dout, B, T, heads, hd, stride, theta, -1.0f);
+                   float theta, const SeqPositions& pos) {
+  rotate(dinp, dout, B, T, heads, hd, stride, theta, -1.0f, pos);
 }
 
 }  // namespace partrain::engine::cpu

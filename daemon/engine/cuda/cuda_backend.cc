@@ -465,9 +465,20 @@ void CudaBackend::swiglu_backward(const Tensor& dinp, const Tensor& inp, const T
   }));
 }
 
+namespace {
+Status cp_on_cpu(const char* op) {
+  return Status::invalid(std::string("cuda backend: ") + op + ": context parallelism (cp > 1) runs on CPU "
+                         "ranks in this version; use --device cpu, or drop cp");
+}
+}  // namespace
+
 void CudaBackend::rope_forward(const Tensor& out, const Tensor& inp, int B, int T, int heads,
-                               int hd, int stride, float theta) {
+                               int hd, int stride, float theta, const SeqPositions& pos) {
   if (!ok() || !check(same_dtype("rope_forward", {&out, &inp}))) return;
+  if (!pos.whole()) {
+    check(cp_on_cpu("rope_forward"));
+    return;
+  }
   check(dispatch(out.dtype, [&](auto t) {
     using A = decltype(t);
     return cuda::rope_forward<A>(ctx_, out.ptr<A>(), inp.ptr<A>(), B, T, heads, hd, stride, theta);
@@ -475,13 +486,41 @@ void CudaBackend::rope_forward(const Tensor& out, const Tensor& inp, int B, int 
 }
 
 void CudaBackend::rope_backward(const Tensor& dinp, const Tensor& dout, int B, int T, int heads,
-                                int hd, int stride, float theta) {
+                                int hd, int stride, float theta, const SeqPositions& pos) {
   if (!ok() || !check(same_dtype("rope_backward", {&dinp, &dout}))) return;
+  if (!pos.whole()) {
+    check(cp_on_cpu("rope_backward"));
+    return;
+  }
   check(dispatch(dinp.dtype, [&](auto t) {
     using A = decltype(t);
     return cuda::rope_backward<A>(ctx_, dinp.ptr<A>(), dout.ptr<A>(), B, T, heads, hd, stride,
                                   theta);
   }));
+}
+
+void CudaBackend::attention_block_forward(const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                                          const Tensor&, const AttentionBlockDims&) {
+  if (ok()) check(cp_on_cpu("attention_block_forward"));
+}
+
+void CudaBackend::attention_block_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                                           const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                                           const Tensor&, const AttentionBlockDims&) {
+  if (ok()) check(cp_on_cpu("attention_block_backward"));
+}
+
+void CudaBackend::copy_columns(const Tensor& dst, int dst_stride, const Tensor& src, int src_stride, int rows,
+                               int cols) {
+  if (!ok() || rows == 0 || cols == 0) return;
+  if (dst.dtype != src.dtype) {
+    check(Status::internal("cuda backend: copy_columns needs one dtype"));
+    return;
+  }
+  const size_t e = dtype_size(dst.dtype);
+  check(cuda_status(cudaMemcpy2DAsync(dst.data, dst_stride * e, src.data, src_stride * e, cols * e,
+                                      static_cast<size_t>(rows), cudaMemcpyDeviceToDevice, ctx_.stream),
+                    "copy_columns"));
 }
 
 void CudaBackend::crossentropy_forward(const Tensor& losses, const Tensor& lse,

@@ -1,9 +1,10 @@
-// TokenDataset over memory-mapped shards, the Feistel sampler, and read_samples.
+// TokenDataset over token shards (read with pread), the Feistel sampler, and read_samples.
 #include "engine/data/dataset.h"
 #include "engine/data/mixture.h"
 
 #include <algorithm>
 #include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -14,10 +15,9 @@ namespace {
 
 // The shards laid end to end; window w is tokens [w*(T+1), (w+1)*(T+1)) of that sequence,
 // and may span two (or more) shards.
-class MappedDataset final : public TokenDataset {
+class ShardDataset final : public TokenDataset {
  public:
-  MappedDataset(std::vector<MappedShard> shards, int seq_len)
-      : shards_(std::move(shards)), seq_len_(seq_len) {
+  ShardDataset(std::vector<TokenShard> shards, int seq_len) : shards_(std::move(shards)), seq_len_(seq_len) {
     uint64_t at = 0;
     for (const auto& s : shards_) {
       starts_.push_back(at);
@@ -29,30 +29,35 @@ class MappedDataset final : public TokenDataset {
   uint64_t num_tokens() const override { return num_tokens_; }
   uint64_t num_windows() const override { return num_tokens_ / (static_cast<uint64_t>(seq_len_) + 1); }
 
-  void read_window(uint64_t window, int32_t* inputs, int32_t* targets) const override {
-    const uint64_t begin = window * (static_cast<uint64_t>(seq_len_) + 1);
-    copy_range(begin, seq_len_, inputs);
-    copy_range(begin + 1, seq_len_, targets);
+  Status read_window(uint64_t window, int32_t* inputs, int32_t* targets) const override {
+    // One read of the window's T + 1 tokens: inputs are the first T, targets the last T.
+    const uint64_t len = static_cast<uint64_t>(seq_len_) + 1;
+    std::vector<int32_t> tokens(static_cast<size_t>(len));
+    PARTRAIN_RETURN_IF_ERROR(copy_range(window * len, len, tokens.data()));
+    std::copy(tokens.begin(), tokens.end() - 1, inputs);
+    std::copy(tokens.begin() + 1, tokens.end(), targets);
+    return Status::ok();
   }
 
  private:
   // Copies global tokens [begin, begin + n), crossing shard boundaries as needed.
-  void copy_range(uint64_t begin, uint64_t n, int32_t* out) const {
+  Status copy_range(uint64_t begin, uint64_t n, int32_t* out) const {
     // The last shard whose start is <= begin (empty shards share a start and are skipped).
     size_t s = static_cast<size_t>(std::upper_bound(starts_.begin(), starts_.end(), begin) -
                                    starts_.begin()) - 1;
     while (n > 0) {
       const uint64_t local = begin - starts_[s];
       const uint64_t take = std::min(n, shards_[s].num_tokens() - local);
-      shards_[s].copy_tokens(local, take, out);
+      PARTRAIN_RETURN_IF_ERROR(shards_[s].copy_tokens(local, take, out));
       out += take;
       begin += take;
       n -= take;
       ++s;
     }
+    return Status::ok();
   }
 
-  std::vector<MappedShard> shards_;
+  std::vector<TokenShard> shards_;
   std::vector<uint64_t> starts_;  // global index of each shard's first token
   uint64_t num_tokens_ = 0;
   int seq_len_;
@@ -98,10 +103,10 @@ Result<std::shared_ptr<TokenDataset>> TokenDataset::open(const DataOptions& opti
     return Status::invalid(fmt::format("[model] vocab_size {} must be positive", vocab_size));
   if (seq_len <= 0)
     return Status::invalid(fmt::format("[model] seq_len {} must be positive", seq_len));
-  std::vector<MappedShard> shards;
+  std::vector<TokenShard> shards;
   uint64_t total = 0;
   for (const auto& path : options.train_files) {
-    auto shard = MappedShard::open(path, options.format);
+    auto shard = TokenShard::open(path, options.format);
     if (!shard) return shard.status();
     PARTRAIN_RETURN_IF_ERROR(shard->check_tokens(vocab_size));
     total += shard->num_tokens();
@@ -119,7 +124,7 @@ Result<std::shared_ptr<TokenDataset>> TokenDataset::open(const DataOptions& opti
         "[model] seq_len",
         what, total, window));
   }
-  return std::shared_ptr<TokenDataset>(std::make_shared<MappedDataset>(std::move(shards), seq_len));
+  return std::shared_ptr<TokenDataset>(std::make_shared<ShardDataset>(std::move(shards), seq_len));
 }
 
 Sampler::Sampler(uint64_t num_windows, uint64_t seed) : num_windows_(num_windows), seed_(seed) {
@@ -149,17 +154,19 @@ uint64_t Sampler::permute(uint64_t epoch, uint64_t position) const {
   return x;
 }
 
-void TokenDataset::read_sample(const Sampler& sampler, uint64_t g, int32_t* inputs,
-                               int32_t* targets) const {
-  read_window(sampler.window_of(g), inputs, targets);
+Status TokenDataset::read_sample(const Sampler& sampler, uint64_t g, int32_t* inputs,
+                                 int32_t* targets) const {
+  return read_window(sampler.window_of(g), inputs, targets);
 }
 
-void read_samples(const TokenDataset& dataset, const Sampler& sampler, uint64_t first, int count,
-                  int T, int32_t* inputs, int32_t* targets) {
+Status read_samples(const TokenDataset& dataset, const Sampler& sampler, uint64_t first, int count,
+                    int T, int32_t* inputs, int32_t* targets) {
   for (int k = 0; k < count; ++k) {
-    dataset.read_sample(sampler, first + static_cast<uint64_t>(k), inputs + static_cast<size_t>(k) * T,
-                        targets + static_cast<size_t>(k) * T);
+    PARTRAIN_RETURN_IF_ERROR(dataset.read_sample(sampler, first + static_cast<uint64_t>(k),
+                                                 inputs + static_cast<size_t>(k) * T,
+                                                 targets + static_cast<size_t>(k) * T));
   }
+  return Status::ok();
 }
 
 }  // namespace partrain::engine::data

@@ -1,4 +1,4 @@
-// Training data: memory-mapped token shards and the sampler that orders them.
+// Training data: token shards and the sampler that orders them.
 //
 // A shard is llm.c's format (256 int32 header: magic 20240520, version 1 (uint16 tokens)
 // or 2 (uint32 tokens), token count; then the tokens) or a headerless raw file of uint16
@@ -34,12 +34,13 @@ class TokenDataset {
   virtual uint64_t num_tokens() const = 0;
   // Number of whole windows of seq_len + 1 tokens.
   virtual uint64_t num_windows() const = 0;
-  // Copies window w: inputs[0..T) and targets[0..T) (= tokens w*(T+1) + 1 ..).
-  virtual void read_window(uint64_t window, int32_t* inputs, int32_t* targets) const = 0;
+  // Copies window w: inputs[0..T) and targets[0..T) (= tokens w*(T+1) + 1 ..). corruption
+  // naming the file when a shard was cut while the run reads it.
+  virtual Status read_window(uint64_t window, int32_t* inputs, int32_t* targets) const = 0;
   // Copies global sample g: window sampler.window_of(g) here; a mixture ([[data.sources]],
   // mixture.h) picks the source and its window from g itself.
-  virtual void read_sample(const Sampler& sampler, uint64_t g, int32_t* inputs,
-                           int32_t* targets) const;
+  virtual Status read_sample(const Sampler& sampler, uint64_t g, int32_t* inputs,
+                             int32_t* targets) const;
 };
 
 // Global sample index -> (epoch, window). Epoch e = index / num_windows; within it, a
@@ -90,7 +91,8 @@ Status write_shard(const std::string& path, const std::vector<uint32_t>& tokens,
 // Fills `count` samples starting at global sample index `first`: inputs/targets [count, T].
 // T is the seq_len the dataset was opened with. Sample first + k is window
 // sampler.window_of(first + k), so any split of a batch into slices reads the same samples.
-void read_samples(const TokenDataset& dataset, const Sampler& sampler, uint64_t first, int count,
-                  int T, int32_t* inputs, int32_t* targets);
+// The first error of a read_window, if any.
+Status read_samples(const TokenDataset& dataset, const Sampler& sampler, uint64_t first, int count,
+                    int T, int32_t* inputs, int32_t* targets);
 
 }  // namespace partrain::engine::data

@@ -33,17 +33,18 @@ class MixedDataset final : public TokenDataset {
     return n;
   }
   // Window w of the sources laid end to end (what a plain sampler would read).
-  void read_window(uint64_t w, int32_t* inputs, int32_t* targets) const override {
+  Status read_window(uint64_t w, int32_t* inputs, int32_t* targets) const override {
     for (const auto& s : sources_) {
       if (w < s->num_windows()) return s->read_window(w, inputs, targets);
       w -= s->num_windows();
     }
+    return Status::internal(fmt::format("a window past the mixture's {} windows", num_windows()));
   }
-  void read_sample(const Sampler& sampler, uint64_t g, int32_t* inputs, int32_t* targets) const override {
+  Status read_sample(const Sampler& sampler, uint64_t g, int32_t* inputs, int32_t* targets) const override {
     const Schedule& sch = schedule(sampler.seed());
     const MixtureSchedule::Pick p = sch.mix.pick(g);
-    sources_[static_cast<size_t>(p.source)]->read_window(sch.samplers[static_cast<size_t>(p.source)].window_of(p.index),
-                                                         inputs, targets);
+    return sources_[static_cast<size_t>(p.source)]->read_window(
+        sch.samplers[static_cast<size_t>(p.source)].window_of(p.index), inputs, targets);
   }
 
  private:

@@ -1,9 +1,8 @@
-// Opening, checking and writing token shards. Every error is one line that starts with
+// Opening, checking, reading and writing token shards. Every error is one line that starts with
 // the file's path and ends with what to do about it.
 #include "engine/data/shard.h"
 
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -12,6 +11,7 @@
 #include <cerrno>
 #include <cstring>
 #include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -106,127 +106,155 @@ const char* shard_format_name(ShardFormat format) {
   return "unknown";
 }
 
-MappedShard::MappedShard(MappedShard&& other) noexcept { *this = std::move(other); }
-
-MappedShard& MappedShard::operator=(MappedShard&& other) noexcept {
-  if (this != &other) {
-    release();
-    info_ = std::move(other.info_);
-    map_ = std::exchange(other.map_, nullptr);
-    map_bytes_ = std::exchange(other.map_bytes_, 0);
-    tokens_ = std::exchange(other.tokens_, nullptr);
-  }
-  return *this;
-}
-
-MappedShard::~MappedShard() { release(); }
-
-void MappedShard::release() {
-  if (map_ != nullptr) munmap(map_, map_bytes_);
-  map_ = nullptr;
-  map_bytes_ = 0;
-  tokens_ = nullptr;
-}
-
-Result<MappedShard> MappedShard::open(const std::string& path, const std::string& format) {
+Result<ShardLayout> parse_shard_header(const std::string& path, const uint8_t* head, size_t head_len,
+                                       uint64_t file_size, const std::string& format) {
   PARTRAIN_RETURN_IF_ERROR(check_format_name(path, format));
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return Status::not_found(fmt::format("{}: cannot open token shard: {}; check [data] "
-                                         "train_files",
-                                         path, std::strerror(errno)));
-  struct stat st {};
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return Status::io_error(
-        fmt::format("{}: not a regular file; [data] train_files must name token shards", path));
-  }
-  MappedShard shard;
-  shard.info_.path = path;
-  const size_t size = static_cast<size_t>(st.st_size);
-  if (size > 0) {
-    void* map = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (map == MAP_FAILED) {
-      const int err = errno;
-      ::close(fd);
-      return Status::io_error(fmt::format("{}: cannot map token shard: {}", path,
-                                          std::strerror(err)));
-    }
-    shard.map_ = map;
-    shard.map_bytes_ = size;
-  }
-  ::close(fd);  // the mapping keeps the file alive
-  const auto* base = static_cast<const uint8_t*>(shard.map_);
-
+  const size_t size = static_cast<size_t>(file_size);
   std::string kind = format;
   if (kind == "auto") {
-    if (size < 4 || (header_word(base, 0) != kLlmcMagic && header_word(base, 0) != kLlmcLlama3Magic))
+    if (file_size < 4 || head_len < 4 ||
+        (header_word(head, 0) != kLlmcMagic && header_word(head, 0) != kLlmcLlama3Magic))
       return Status::invalid(fmt::format(
           "{}: no llm.c header (magic {}), so the format is unknown; set [data] format = "
           "\"raw-u16\" or \"raw-u32\" for headerless tokens",
           path, kLlmcMagic));
     kind = "llmc";
   }
+  ShardLayout out;
+  out.info.path = path;
   if (kind == "llmc") {
-    PARTRAIN_RETURN_IF_ERROR(parse_llmc_header(path, base, size, &shard.info_));
-    shard.tokens_ = base + kLlmcHeaderBytes;
+    if (file_size >= kLlmcHeaderBytes && head_len < kLlmcHeaderBytes)
+      return Status::internal(fmt::format("{}: the header was not read whole", path));
+    PARTRAIN_RETURN_IF_ERROR(parse_llmc_header(path, head, size, &out.info));
+    out.tokens_offset = kLlmcHeaderBytes;
   } else {
-    PARTRAIN_RETURN_IF_ERROR(parse_raw(path, size, kind == "raw-u16" ? 2 : 4, &shard.info_));
-    shard.tokens_ = base;
+    PARTRAIN_RETURN_IF_ERROR(parse_raw(path, size, kind == "raw-u16" ? 2 : 4, &out.info));
   }
-  if (shard.map_ != nullptr) madvise(shard.map_, shard.map_bytes_, MADV_WILLNEED);
+  return out;
+}
+
+Result<TokenShard> TokenShard::open(const std::string& path, const std::string& format) {
+  PARTRAIN_RETURN_IF_ERROR(check_format_name(path, format));
+  Result<RegularFile> file = open_regular_file(path, "token shard");
+  if (!file && file.status().code() == StatusCode::kNotFound) {
+    return Status::not_found(fmt::format("{}: cannot open token shard: {}; check [data] train_files", path,
+                                         std::strerror(ENOENT)));
+  }
+  if (!file) return file.status();
+  uint8_t head[kLlmcHeaderBytes] = {};
+  const uint64_t size = static_cast<uint64_t>(file->size());
+  const size_t want = static_cast<size_t>(std::min<uint64_t>(size, kLlmcHeaderBytes));
+  size_t got = 0;
+  while (got < want) {
+    const ssize_t n = ::pread(file->fd(), head + got, want - got, static_cast<off_t>(got));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Status::io_error(fmt::format("{}: cannot read token shard: {}", path, std::strerror(errno)));
+    if (n == 0) break;
+    got += static_cast<size_t>(n);
+  }
+  Result<ShardLayout> layout = parse_shard_header(path, head, got, got < want ? got : size, format);
+  if (!layout) return layout.status();
+  TokenShard shard;
+  shard.info_ = layout->info;
+  shard.tokens_offset_ = layout->tokens_offset;
+  shard.file_ = std::move(file).value();
+  (void)::posix_fadvise(shard.file_.fd(), 0, 0, POSIX_FADV_WILLNEED);
   return shard;
 }
 
-void MappedShard::copy_tokens(uint64_t begin, uint64_t n, int32_t* out) const {
-  if (info_.token_bytes == 2) {
-    const auto* src = reinterpret_cast<const uint16_t*>(tokens_) + begin;
-    for (uint64_t i = 0; i < n; ++i) out[i] = src[i];
-  } else {
-    const auto* src = reinterpret_cast<const uint32_t*>(tokens_) + begin;
-    for (uint64_t i = 0; i < n; ++i) out[i] = static_cast<int32_t>(src[i]);
-  }
-}
-
-void MappedShard::scan_range() {
-  uint32_t lo = UINT32_MAX, hi = 0;
-  for (uint64_t i = 0; i < info_.num_tokens; ++i) {
-    const uint32_t t = token(i);
-    lo = std::min(lo, t);
-    hi = std::max(hi, t);
-  }
-  info_.min_token = info_.num_tokens == 0 ? 0 : lo;
-  info_.max_token = hi;
-}
-
-Status MappedShard::check_tokens(int vocab_size) const {
-  // One vectorisable max pass; the slow search for the culprit runs only on failure.
-  const uint32_t limit = static_cast<uint32_t>(vocab_size);
-  uint32_t hi = 0;
-  if (info_.token_bytes == 2) {
-    const auto* p = reinterpret_cast<const uint16_t*>(tokens_);
-    uint16_t m = 0;
-    for (uint64_t i = 0; i < info_.num_tokens; ++i) m = std::max(m, p[i]);
-    hi = m;
-  } else {
-    const auto* p = reinterpret_cast<const uint32_t*>(tokens_);
-    for (uint64_t i = 0; i < info_.num_tokens; ++i) hi = std::max(hi, p[i]);
-  }
-  if (info_.num_tokens == 0 || hi < limit) return Status::ok();
-  for (uint64_t i = 0; i < info_.num_tokens; ++i) {
-    if (token(i) >= limit)
-      return Status::invalid(fmt::format(
-          "{}: token {} at offset {} is >= vocab_size {}; check [model] vocab_size or the "
-          "tokenizer",
-          info_.path, token(i), i, vocab_size));
+Status TokenShard::read_tokens(uint64_t begin, uint64_t n, void* dst) const {
+  const uint64_t width = static_cast<uint64_t>(info_.token_bytes);
+  const uint64_t bytes = n * width, offset = tokens_offset_ + begin * width;
+  auto* p = static_cast<char*>(dst);
+  uint64_t done = 0;
+  while (done < bytes) {
+    const ssize_t r = ::pread(file_.fd(), p + done, bytes - done, static_cast<off_t>(offset + done));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) {
+      return Status::io_error(fmt::format("{}: cannot read tokens {}..{}: {}", info_.path, begin, begin + n,
+                                          std::strerror(errno)));
+    }
+    if (r == 0) {
+      return Status::corruption(fmt::format(
+          "{}: truncated while the run reads it: token {} (byte {}) of the {} checked at start is gone; restore "
+          "the file (a shard must not change during a run) and start again: the run resumes from its last "
+          "checkpoint", info_.path, begin + done / width, offset + done, info_.num_tokens));
+    }
+    done += static_cast<uint64_t>(r);
   }
   return Status::ok();
 }
 
+Status TokenShard::copy_tokens(uint64_t begin, uint64_t n, int32_t* out) const {
+  if (begin > info_.num_tokens || n > info_.num_tokens - begin) {
+    return Status::internal(fmt::format("{}: tokens [{}, {}) asked of {}", info_.path, begin, begin + n,
+                                        info_.num_tokens));
+  }
+  // Read in place at the front of `out`, then widen from the back so nothing is overwritten
+  // before it is read.
+  PARTRAIN_RETURN_IF_ERROR(read_tokens(begin, n, out));
+  if (info_.token_bytes == 2) {
+    const auto* src = reinterpret_cast<const uint16_t*>(out);
+    for (uint64_t i = n; i-- > 0;) out[i] = static_cast<int32_t>(src[i]);
+  } else {
+    const auto* src = reinterpret_cast<const uint32_t*>(out);
+    for (uint64_t i = 0; i < n; ++i) out[i] = static_cast<int32_t>(src[i]);
+  }
+  return Status::ok();
+}
+
+template <typename F>
+Status TokenShard::for_each_chunk(F&& fn) const {
+  constexpr uint64_t kChunk = uint64_t{1} << 18;  // tokens per read: 1 MiB of uint32
+  std::vector<uint32_t> buf(static_cast<size_t>(std::min(kChunk, std::max<uint64_t>(info_.num_tokens, 1))));
+  for (uint64_t at = 0; at < info_.num_tokens; at += kChunk) {
+    const uint64_t n = std::min(kChunk, info_.num_tokens - at);
+    PARTRAIN_RETURN_IF_ERROR(read_tokens(at, n, buf.data()));
+    if (info_.token_bytes == 2) {  // widen in place, from the back
+      const auto* src = reinterpret_cast<const uint16_t*>(buf.data());
+      for (uint64_t i = n; i-- > 0;) buf[i] = src[i];
+    }
+    PARTRAIN_RETURN_IF_ERROR(fn(at, buf.data(), n));
+  }
+  return Status::ok();
+}
+
+Status TokenShard::scan_range() {
+  uint32_t lo = UINT32_MAX, hi = 0;
+  PARTRAIN_RETURN_IF_ERROR(for_each_chunk([&](uint64_t, const uint32_t* t, uint64_t n) {
+    for (uint64_t i = 0; i < n; ++i) {
+      lo = std::min(lo, t[i]);
+      hi = std::max(hi, t[i]);
+    }
+    return Status::ok();
+  }));
+  info_.min_token = info_.num_tokens == 0 ? 0 : lo;
+  info_.max_token = hi;
+  return Status::ok();
+}
+
+Status TokenShard::check_tokens(int vocab_size) const {
+  // One vectorisable max pass per chunk; the search for the culprit runs only on failure.
+  const uint32_t limit = static_cast<uint32_t>(vocab_size);
+  return for_each_chunk([&](uint64_t first, const uint32_t* t, uint64_t n) {
+    uint32_t hi = 0;
+    for (uint64_t i = 0; i < n; ++i) hi = std::max(hi, t[i]);
+    if (hi < limit) return Status::ok();
+    for (uint64_t i = 0; i < n; ++i) {
+      if (t[i] >= limit)
+        return Status::invalid(fmt::format(
+            "{}: token {} at offset {} is >= vocab_size {}; check [model] vocab_size or the "
+            "tokenizer",
+            info_.path, t[i], first + i, vocab_size));
+    }
+    return Status::ok();
+  });
+}
+
 Result<ShardInfo> inspect_shard(const std::string& path, const std::string& format) {
-  auto shard = MappedShard::open(path, format);
+  auto shard = TokenShard::open(path, format);
   if (!shard) return shard.status();
-  shard->scan_range();
+  PARTRAIN_RETURN_IF_ERROR(shard->scan_range());
   return shard->info();
 }
 

@@ -1,249 +1,123 @@
-// Recursive-descent JSON parser. Depth is bounded so a hostile header cannot overflow the
-// stack; every error names what was expected and the byte offset.
+// parse_json on nlohmann-json's SAX parser (Debian's nlohmann-json3-dev): the library does
+// the lexing, UTF-8 validation and grammar of untrusted bytes (every safetensors header a
+// user hands in, traces, metrics); this file only builds JsonValue from its events. Numbers
+// keep their text: integers are written back from the exact int64/uint64 the library
+// read, others keep the text it passes along. Nesting is bounded (kMaxDepth) so a hostile
+// header cannot make the tree deep enough to overflow the stack of whoever walks it.
 #include "engine/io/json.h"
 
+#include <exception>
+#include <vector>
+
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 namespace partrain::engine::io {
 namespace {
 
-constexpr int kMaxDepth = 64;
+constexpr size_t kMaxDepth = 64;
 
-class Parser {
+using json = nlohmann::json;
+
+// Builds the JsonValue tree from the SAX events of one document.
+class Builder {
  public:
-  explicit Parser(std::string_view text) : s_(text) {}
-
-  Status document(JsonValue* out) {
-    PARTRAIN_RETURN_IF_ERROR(value(out, 0));
-    skip_space();
-    if (pos_ != s_.size()) return error("end of the JSON text");
-    return Status::ok();
+  bool null() { return put(JsonValue{}); }
+  bool boolean(bool b) {
+    JsonValue v;
+    v.kind = JsonValue::Kind::kBool;
+    v.boolean = b;
+    return put(std::move(v));
   }
-
- private:
-  Status error(std::string_view expected) const {
-    if (pos_ >= s_.size())
-      return Status::corruption(fmt::format("JSON: expected {} at byte {}, found the end", expected, pos_));
-    const unsigned char c = static_cast<unsigned char>(s_[pos_]);
-    if (c >= 0x20 && c < 0x7f)
-      return Status::corruption(fmt::format("JSON: expected {} at byte {}, found '{}'", expected, pos_,
-                                            static_cast<char>(c)));
-    return Status::corruption(fmt::format("JSON: expected {} at byte {}, found byte 0x{:02x}",
-                                          expected, pos_, c));
+  bool number_integer(json::number_integer_t n) { return number(std::to_string(n)); }
+  bool number_unsigned(json::number_unsigned_t n) { return number(std::to_string(n)); }
+  bool number_float(json::number_float_t, const json::string_t& text) { return number(text); }
+  bool string(json::string_t& s) {
+    JsonValue v;
+    v.kind = JsonValue::Kind::kString;
+    v.text = std::move(s);
+    return put(std::move(v));
   }
-
-  void skip_space() {
-    while (pos_ < s_.size() &&
-           (s_[pos_] == ' ' || s_[pos_] == '\t' || s_[pos_] == '\n' || s_[pos_] == '\r'))
-      ++pos_;
-  }
-
-  bool literal(std::string_view word) {
-    if (s_.substr(pos_, word.size()) != word) return false;
-    pos_ += word.size();
+  bool binary(json::binary_t&) { return false; }  // never in JSON text
+  bool start_object(size_t) { return open(JsonValue::Kind::kObject); }
+  bool key(json::string_t& k) {
+    keys_.back() = std::move(k);
     return true;
   }
-
-  Status value(JsonValue* out, int depth) {
-    if (depth > kMaxDepth) return error("less nesting (at most 64 levels)");
-    skip_space();
-    if (pos_ >= s_.size()) return error("a value");
-    const char c = s_[pos_];
-    if (c == '{') return object(out, depth);
-    if (c == '[') return array(out, depth);
-    if (c == '"') {
-      out->kind = JsonValue::Kind::kString;
-      return string(&out->text);
+  bool end_object() { return close(); }
+  bool start_array(size_t) { return open(JsonValue::Kind::kArray); }
+  bool end_array() { return close(); }
+  bool parse_error(size_t position, const std::string&, const nlohmann::detail::exception& e) {
+    // "[json.exception.parse_error.101] parse error at line 1, column 7: syntax error while
+    // parsing value - invalid literal; last read: 'tru'" -> the part after the location.
+    std::string what = e.what();
+    if (const size_t at = what.find(": "); at != std::string::npos) what = what.substr(at + 2);
+    // "; last read: '<token>'" repeats the input (a hostile string token may be megabytes):
+    // the byte offset says where; the message stays one short line.
+    if (const size_t lr = what.find("; last read: '"); lr != std::string::npos) {
+      const size_t end = what.rfind("'; expected");
+      what.erase(lr, end != std::string::npos && end > lr ? end + 1 - lr : std::string::npos);
     }
-    if (c == '-' || (c >= '0' && c <= '9')) return number(out);
-    if (literal("true")) {
-      out->kind = JsonValue::Kind::kBool;
-      out->boolean = true;
-      return Status::ok();
-    }
-    if (literal("false")) {
-      out->kind = JsonValue::Kind::kBool;
-      return Status::ok();
-    }
-    if (literal("null")) {
-      out->kind = JsonValue::Kind::kNull;
-      return Status::ok();
-    }
-    return error("a value");
+    if (what.size() > 200) what = what.substr(0, 200) + "...";
+    error_ = fmt::format("JSON: {} (at byte {})", what, position > 0 ? position - 1 : 0);
+    return false;
   }
 
-  Status object(JsonValue* out, int depth) {
-    out->kind = JsonValue::Kind::kObject;
-    ++pos_;  // '{'
-    skip_space();
-    if (pos_ < s_.size() && s_[pos_] == '}') {
-      ++pos_;
-      return Status::ok();
-    }
-    for (;;) {
-      skip_space();
-      if (pos_ >= s_.size() || s_[pos_] != '"') return error("a string key");
-      std::string key;
-      PARTRAIN_RETURN_IF_ERROR(string(&key));
-      skip_space();
-      if (pos_ >= s_.size() || s_[pos_] != ':') return error("':'");
-      ++pos_;
-      JsonValue member;
-      PARTRAIN_RETURN_IF_ERROR(value(&member, depth + 1));
-      out->members.emplace_back(std::move(key), std::move(member));
-      skip_space();
-      if (pos_ < s_.size() && s_[pos_] == ',') {
-        ++pos_;
-        continue;
-      }
-      if (pos_ < s_.size() && s_[pos_] == '}') {
-        ++pos_;
-        return Status::ok();
-      }
-      return error("',' or '}'");
-    }
-  }
+  const std::string& error() const { return error_; }
+  JsonValue take() { return std::move(root_); }
 
-  Status array(JsonValue* out, int depth) {
-    out->kind = JsonValue::Kind::kArray;
-    ++pos_;  // '['
-    skip_space();
-    if (pos_ < s_.size() && s_[pos_] == ']') {
-      ++pos_;
-      return Status::ok();
-    }
-    for (;;) {
-      JsonValue item;
-      PARTRAIN_RETURN_IF_ERROR(value(&item, depth + 1));
-      out->items.push_back(std::move(item));
-      skip_space();
-      if (pos_ < s_.size() && s_[pos_] == ',') {
-        ++pos_;
-        continue;
-      }
-      if (pos_ < s_.size() && s_[pos_] == ']') {
-        ++pos_;
-        return Status::ok();
-      }
-      return error("',' or ']'");
-    }
+ private:
+  bool number(std::string text) {
+    JsonValue v;
+    v.kind = JsonValue::Kind::kNumber;
+    v.text = std::move(text);
+    return put(std::move(v));
   }
-
-  // -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
-  Status number(JsonValue* out) {
-    const size_t start = pos_;
-    auto digits = [&] {
-      const size_t from = pos_;
-      while (pos_ < s_.size() && s_[pos_] >= '0' && s_[pos_] <= '9') ++pos_;
-      return pos_ > from;
-    };
-    if (s_[pos_] == '-') ++pos_;
-    if (pos_ < s_.size() && s_[pos_] == '0') {
-      ++pos_;
-    } else if (!digits()) {
-      return error("a digit");
+  bool put(JsonValue v) {
+    if (stack_.empty()) {
+      root_ = std::move(v);
+      return true;
     }
-    if (pos_ < s_.size() && s_[pos_] == '.') {
-      ++pos_;
-      if (!digits()) return error("a digit after '.'");
-    }
-    if (pos_ < s_.size() && (s_[pos_] == 'e' || s_[pos_] == 'E')) {
-      ++pos_;
-      if (pos_ < s_.size() && (s_[pos_] == '+' || s_[pos_] == '-')) ++pos_;
-      if (!digits()) return error("a digit in the exponent");
-    }
-    out->kind = JsonValue::Kind::kNumber;
-    out->text = std::string(s_.substr(start, pos_ - start));
-    return Status::ok();
-  }
-
-  Status hex4(uint32_t* out) {
-    *out = 0;
-    for (int i = 0; i < 4; ++i, ++pos_) {
-      if (pos_ >= s_.size()) return error("four hex digits after \\u");
-      const char c = s_[pos_];
-      uint32_t d;
-      if (c >= '0' && c <= '9') d = static_cast<uint32_t>(c - '0');
-      else if (c >= 'a' && c <= 'f') d = static_cast<uint32_t>(c - 'a' + 10);
-      else if (c >= 'A' && c <= 'F') d = static_cast<uint32_t>(c - 'A' + 10);
-      else return error("four hex digits after \\u");
-      *out = *out * 16 + d;
-    }
-    return Status::ok();
-  }
-
-  static void append_utf8(uint32_t cp, std::string* out) {
-    if (cp < 0x80) {
-      out->push_back(static_cast<char>(cp));
-    } else if (cp < 0x800) {
-      out->push_back(static_cast<char>(0xc0 | (cp >> 6)));
-      out->push_back(static_cast<char>(0x80 | (cp & 0x3f)));
-    } else if (cp < 0x10000) {
-      out->push_back(static_cast<char>(0xe0 | (cp >> 12)));
-      out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3f)));
-      out->push_back(static_cast<char>(0x80 | (cp & 0x3f)));
+    JsonValue& top = stack_.back();
+    if (top.kind == JsonValue::Kind::kObject) {
+      top.members.emplace_back(std::move(keys_.back()), std::move(v));
     } else {
-      out->push_back(static_cast<char>(0xf0 | (cp >> 18)));
-      out->push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3f)));
-      out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3f)));
-      out->push_back(static_cast<char>(0x80 | (cp & 0x3f)));
+      top.items.push_back(std::move(v));
     }
+    return true;
+  }
+  bool open(JsonValue::Kind kind) {
+    if (stack_.size() >= kMaxDepth) {
+      error_ = fmt::format("JSON: more than {} levels of nesting", kMaxDepth);
+      return false;
+    }
+    JsonValue v;
+    v.kind = kind;
+    stack_.push_back(std::move(v));
+    keys_.emplace_back();
+    return true;
+  }
+  bool close() {
+    JsonValue v = std::move(stack_.back());
+    stack_.pop_back();
+    keys_.pop_back();
+    return put(std::move(v));
   }
 
-  Status string(std::string* out) {
-    ++pos_;  // opening quote
-    for (;;) {
-      if (pos_ >= s_.size()) return error("a closing '\"'");
-      const unsigned char c = static_cast<unsigned char>(s_[pos_]);
-      if (c == '"') {
-        ++pos_;
-        return Status::ok();
-      }
-      if (c < 0x20) return error("no control character inside a string");
-      if (c != '\\') {
-        out->push_back(static_cast<char>(c));
-        ++pos_;
-        continue;
-      }
-      ++pos_;
-      if (pos_ >= s_.size()) return error("an escape");
-      const char e = s_[pos_++];
-      switch (e) {
-        case '"': out->push_back('"'); break;
-        case '\\': out->push_back('\\'); break;
-        case '/': out->push_back('/'); break;
-        case 'b': out->push_back('\b'); break;
-        case 'f': out->push_back('\f'); break;
-        case 'n': out->push_back('\n'); break;
-        case 'r': out->push_back('\r'); break;
-        case 't': out->push_back('\t'); break;
-        case 'u': {
-          uint32_t cp;
-          PARTRAIN_RETURN_IF_ERROR(hex4(&cp));
-          if (cp >= 0xd800 && cp < 0xdc00) {  // high surrogate: a low one must follow
-            if (!literal("\\u")) return error("a low surrogate \\uDC00-\\uDFFF");
-            uint32_t lo;
-            PARTRAIN_RETURN_IF_ERROR(hex4(&lo));
-            if (lo < 0xdc00 || lo >= 0xe000) return error("a low surrogate \\uDC00-\\uDFFF");
-            cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
-          } else if (cp >= 0xdc00 && cp < 0xe000) {
-            return error("no lone low surrogate");
-          }
-          append_utf8(cp, out);
-          break;
-        }
-        default:
-          --pos_;
-          return error("a valid escape (\\\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX)");
-      }
-    }
-  }
-
-  std::string_view s_;
-  size_t pos_ = 0;
+  std::vector<JsonValue> stack_;  // the containers being filled, innermost last
+  std::vector<std::string> keys_;  // the pending key of each (unused for arrays)
+  JsonValue root_;
+  std::string error_;
 };
 
 }  // namespace
+
+JsonValue::JsonValue() = default;
+JsonValue::~JsonValue() = default;
+JsonValue::JsonValue(const JsonValue&) = default;
+JsonValue::JsonValue(JsonValue&&) noexcept = default;
+JsonValue& JsonValue::operator=(const JsonValue&) = default;
+JsonValue& JsonValue::operator=(JsonValue&&) noexcept = default;
 
 bool JsonValue::as_u64(uint64_t* out) const {
   if (kind != Kind::kNumber || text.empty() || text[0] == '-') return false;
@@ -259,10 +133,15 @@ bool JsonValue::as_u64(uint64_t* out) const {
 }
 
 Result<JsonValue> parse_json(std::string_view text) {
-  JsonValue root;
-  Parser parser(text);
-  PARTRAIN_RETURN_IF_ERROR(parser.document(&root));
-  return root;
+  Builder b;
+  try {
+    if (!json::sax_parse(text.begin(), text.end(), &b, json::input_format_t::json, /*strict=*/true)) {
+      return Status::corruption(b.error().empty() ? std::string("JSON: malformed") : b.error());
+    }
+  } catch (const std::exception& e) {  // the library's allocation or an internal check
+    return Status::corruption(fmt::format("JSON: {}", e.what()));
+  }
+  return b.take();
 }
 
 void append_json_value(const JsonValue& v, std::string* out) {

@@ -18,6 +18,7 @@
 #include <fmt/ranges.h>
 
 #include "engine/io/atomic_file.h"
+#include "common/read_file.h"
 #include "engine/io/json.h"
 
 namespace partrain::engine::io {
@@ -68,15 +69,14 @@ class InputFile {
   ~InputFile() {
     if (fd_ >= 0) ::close(fd_);
   }
+  // A FIFO, device or folder is refused at once (common/read_file.h), never waited on.
   Status open(const std::string& path) {
-    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd_ < 0)
-      return Status::not_found(fmt::format("{}: cannot open safetensors file: {}", path,
-                                           std::strerror(errno)));
-    struct stat st {};
-    if (fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode))
-      return Status::io_error(fmt::format("{}: not a regular file", path));
-    size_ = static_cast<uint64_t>(st.st_size);
+    Result<RegularFile> f = open_regular_file(path, "safetensors file");
+    if (!f && f.status().code() == StatusCode::kNotFound)
+      return Status::not_found(fmt::format("{}: cannot open safetensors file: {}", path, std::strerror(ENOENT)));
+    if (!f) return f.status();
+    size_ = static_cast<uint64_t>(f->size());
+    fd_ = f->release();
     return Status::ok();
   }
   uint64_t size() const { return size_; }
@@ -121,7 +121,7 @@ Status parse_entry(const std::string& name, const JsonValue& v, Entry* out) {
       have_dtype = true;
       if (field.kind != JsonValue::Kind::kString) return bad("'dtype' is not a string");
       const auto* it = std::find_if(std::begin(kDTypes), std::end(kDTypes),
-                                    [&](const DTypeInfo& d) { return field.text == d.name; });
+                                    [&text = field.text](const DTypeInfo& d) { return text == d.name; });
       if (it == std::end(kDTypes))
         return bad(fmt::format("dtype '{}' is not one partrain reads (F32, BF16, F16, I32, I64, "
                                "U16); convert the tensor",

@@ -1,4 +1,5 @@
-// One transformer block, pre-norm:
+// One transformer block, pre-norm (under context parallelism every step but the attention
+// core is per token on this rank's rows; the core runs over the cp group):
 //   res2 = in + dropout(o_proj(attention(rope(qkv(norm1(in))))))
 //   out  = res2 + dropout(mlp(norm2(res2)))
 // mlp is GELU (gpt2), SwiGLU (llama) or a mixture of experts of either (moe.cc).
@@ -8,23 +9,25 @@
 // branch enters its region after the norm and leaves it before dropout, so the column
 // output feeds the row layer with no communication between them. A row-parallel bias is
 // added once, after the reduction, to the rows each rank holds (Megatron's order); its
-// gradient (from the full dout) is the same on every rank.
+// gradient (from the full dout) is the same on every rank. Mixture-of-experts blocks keep
+// their experts whole on every tp rank, which routes its own 1/tp of the tokens (moe_tp.cc).
 #include "engine/model/model.h"
 #include "engine/model/model_internal.h"
 
 namespace partrain::engine::model {
 
 void Model::attention_core_forward(BlockActs& a) {
+  if (cp_.size > 1) return cp_attention_forward(a);  // over the cp group (context_attention.cc)
   const int hd = o_.hidden / o_.heads;
   const Tensor qkv = act(a.qkv);
-  const AttentionDims d{B_, o_.seq_len, lh_, lkv_, hd, lqkv_, lqkv_};
+  const AttentionDims d{B_, T_, lh_, lkv_, hd, lqkv_, lqkv_};
   be_->attention_forward(act(a.att), act(a.lse), qkv, qkv.slice(static_cast<int64_t>(lh_) * hd, qkv.shape),
                          qkv.slice(static_cast<int64_t>(lh_ + lkv_) * hd, qkv.shape), d);
 }
 
 void Model::block_forward(int l, const Tensor& in, const Tensor& out, BlockActs& a) {
   const BlockParams& p = bp_[static_cast<size_t>(l)];
-  const int T = o_.seq_len, C = o_.hidden, hd = C / o_.heads, QKV = lqkv_, Q = lq_;
+  const int T = T_, C = o_.hidden, hd = C / o_.heads, QKV = lqkv_, Q = lq_;
   // Attention: norm, fused q/k/v projection, RoPE on q and k (llama), causal attention.
   const Tensor ln1 = ract(a.ln1), qkv = act(a.qkv), att = act(a.att);
   norm_forward(ln1, a.ln1_mean, a.ln1_rstd, in, p.ln1_w, p.ln1_b);
@@ -32,8 +35,8 @@ void Model::block_forward(int l, const Tensor& in, const Tensor& out, BlockActs&
   be_->matmul_forward(qkv, x, pspan(p.qkv_w, {QKV, C}), pspan(p.qkv_b, {QKV}), N_, C, QKV);
   if (o_.arch == Arch::kLlama) {
     const Tensor q = qkv.slice(0, qkv.shape), k = qkv.slice(static_cast<int64_t>(lh_) * hd, qkv.shape);
-    be_->rope_forward(q, q, B_, T, lh_, hd, QKV, o_.rope_theta);
-    be_->rope_forward(k, k, B_, T, lkv_, hd, QKV, o_.rope_theta);
+    be_->rope_forward(q, q, B_, T, lh_, hd, QKV, o_.rope_theta, chunk_pos_);  // at global positions
+    be_->rope_forward(k, k, B_, T, lkv_, hd, QKV, o_.rope_theta, chunk_pos_);
   }
   attention_core_forward(a);
   // Output projection (a partial sum under tp), leaving the region, dropout, residual.
@@ -45,12 +48,18 @@ void Model::block_forward(int l, const Tensor& in, const Tensor& out, BlockActs&
   dropout(branch, l, 1);
   const Tensor res2 = ract(a.res2);
   be_->residual_forward(res2, in, branch);
-  // Feed-forward: norm, MLP (or experts), leaving the region, dropout, residual.
+  // Feed-forward: norm, MLP (or experts), leaving the region, dropout, residual. Experts
+  // under tp take no region: each rank routes its own tokens (moe_tp.cc).
   const Tensor ln2 = ract(a.ln2);
   norm_forward(ln2, a.ln2_mean, a.ln2_rstd, res2, p.ln2_w, p.ln2_b);
-  mlp_forward(l, a, regions_.enter_forward(ln2, act(gathered_)), partial);
-  branch = regions_.leave_forward(partial, ract(a.branch));
-  if (tp) add_bias_rows(branch, p.proj_b);
+  if (tp && moe_[static_cast<size_t>(l)]) {
+    branch = ract(a.branch);
+    moe_tp_forward(l, *moe_[static_cast<size_t>(l)], ln2, branch);
+  } else {
+    mlp_forward(l, a, regions_.enter_forward(ln2, act(gathered_)), partial);
+    branch = regions_.leave_forward(partial, ract(a.branch));
+    if (tp) add_bias_rows(branch, p.proj_b);
+  }
   dropout(branch, l, 2);
   be_->residual_forward(out, res2, branch);
 }
@@ -97,33 +106,42 @@ void Model::mlp_backward(int l, BlockActs& a, const Tensor& x, const Tensor& dou
 
 void Model::block_backward(int l, const Tensor& in, const Tensor& dres, BlockActs& a) {
   const BlockParams& p = bp_[static_cast<size_t>(l)];
-  const int T = o_.seq_len, C = o_.hidden, H = lh_, KV = lkv_, hd = C / o_.heads;
+  const int T = T_, C = o_.hidden, H = lh_, KV = lkv_, hd = C / o_.heads;
   const int QKV = lqkv_, Q = lq_;
   const Tensor dx = act(dln_), drows = ract(drows_), dfull = act(dfull_);
   // Feed-forward branch: dres is d loss / d out; the residual passes it to res2 unchanged
   // and the MLP branch adds its part through norm2. Under sp the norm's rows are gathered
   // again (only they were kept) and the gradients move through the conjugate regions.
-  Tensor dbranch = regions_.leave_backward(dropout_grad(dres, l, 2), dfull);
-  be_->zero(dx);
-  mlp_backward(l, a, regions_.enter_forward(ract(a.ln2), act(gathered_)), dbranch, dx);
-  norm_backward(dres, p.ln2_w, p.ln2_b, regions_.enter_backward(dx, drows), ract(a.res2),
-                a.ln2_mean, a.ln2_rstd);
+  if (regions_.active() && moe_[static_cast<size_t>(l)]) {  // experts under tp: this rank's tokens
+    const Tensor dln2 = moe_tp_backward(l, *moe_[static_cast<size_t>(l)], ract(a.ln2), dropout_grad(dres, l, 2), dx);
+    norm_backward(dres, p.ln2_w, p.ln2_b, dln2, ract(a.res2), a.ln2_mean, a.ln2_rstd);
+  } else {
+    const Tensor dbranch = regions_.leave_backward(dropout_grad(dres, l, 2), dfull);
+    be_->zero(dx);
+    mlp_backward(l, a, regions_.enter_forward(ract(a.ln2), act(gathered_)), dbranch, dx);
+    norm_backward(dres, p.ln2_w, p.ln2_b, regions_.enter_backward(dx, drows), ract(a.res2),
+                  a.ln2_mean, a.ln2_rstd);
+  }
   // Attention branch. Selective recompute rebuilds the attention core here.
-  dbranch = regions_.leave_backward(dropout_grad(dres, l, 1), dfull);
+  const Tensor dbranch = regions_.leave_backward(dropout_grad(dres, l, 1), dfull);
   if (o_.recompute == Recompute::kSelective) attention_core_forward(a);
   const Tensor datt = act(datt_), dqkv = act(dqkv_), qkv = act(a.qkv);
   be_->zero(datt);
   linear_backward(site(l, 2), datt, p.o_w, p.o_b, {C, Q}, {C}, dbranch, act(a.att), N_, Q, C);
   be_->zero(dqkv);
   const int64_t koff = static_cast<int64_t>(H) * hd, voff = static_cast<int64_t>(H + KV) * hd;
-  const AttentionDims d{B_, T, H, KV, hd, QKV, QKV};
-  be_->attention_backward(dqkv, dqkv.slice(koff, dqkv.shape), dqkv.slice(voff, dqkv.shape), datt,
-                          act(a.att), act(a.lse), qkv, qkv.slice(koff, qkv.shape),
-                          qkv.slice(voff, qkv.shape), d);
+  if (cp_.size > 1) {
+    cp_attention_backward(a, dqkv, datt);
+  } else {
+    const AttentionDims d{B_, T, H, KV, hd, QKV, QKV};
+    be_->attention_backward(dqkv, dqkv.slice(koff, dqkv.shape), dqkv.slice(voff, dqkv.shape), datt,
+                            act(a.att), act(a.lse), qkv, qkv.slice(koff, qkv.shape),
+                            qkv.slice(voff, qkv.shape), d);
+  }
   if (o_.arch == Arch::kLlama) {
     const Tensor dk = dqkv.slice(koff, dqkv.shape);
-    be_->rope_backward(dqkv, dqkv, B_, T, H, hd, QKV, o_.rope_theta);
-    be_->rope_backward(dk, dk, B_, T, KV, hd, QKV, o_.rope_theta);
+    be_->rope_backward(dqkv, dqkv, B_, T, H, hd, QKV, o_.rope_theta, chunk_pos_);
+    be_->rope_backward(dk, dk, B_, T, KV, hd, QKV, o_.rope_theta, chunk_pos_);
   }
   be_->zero(dx);
   linear_backward(site(l, 3), dx, p.qkv_w, p.qkv_b, {QKV, C}, {QKV}, dqkv,

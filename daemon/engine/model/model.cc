@@ -43,7 +43,8 @@ Tensor Model::gspan(int i, Shape shape) const {
   return gseg_[g].slice(table_.specs()[static_cast<size_t>(i)].offset - seg_lo_[g], shape);
 }
 
-static Status validate(const ModelOptions& o, const TensorOptions& tp, const ExpertOptions& ep) {
+static Status validate(const ModelOptions& o, const TensorOptions& tp, const ExpertOptions& ep,
+                       const ContextOptions& cp) {
   auto bad = [](const std::string& what) { return Status::invalid("[model] " + what); };
   if (o.vocab_size < 2) return bad("vocab_size must be at least 2");
   if (o.seq_len < 1 || o.layers < 1 || o.hidden < 1 || o.heads < 1)
@@ -73,12 +74,14 @@ static Status validate(const ModelOptions& o, const TensorOptions& tp, const Exp
     if (vocab_rows(o.vocab_size, tp.size - 1, tp.size).second < 1)
       return bad(fmt::format("vocab_size {} leaves tensor-parallel rank {} no vocabulary rows "
                              "(ceil(V/tp) each); pick a smaller tp", o.vocab_size, tp.size - 1));
-    if (tp.sp && o.seq_len % tp.size != 0)
-      return bad(fmt::format("seq_len {} must be a multiple of tp {} under sequence parallelism; "
-                             "add nosp or pick another tp", o.seq_len, tp.size));
-    if (o.moe_experts > 0)
-      return bad("tensor parallelism of mixture-of-experts blocks is not supported; use tp1 "
-                 "(expert parallelism is the ep axis)");
+    if (tp.sp && (o.seq_len / cp.size) % tp.size != 0)
+      return bad(fmt::format("seq_len {} must be a multiple of tp {}{} under sequence parallelism; "
+                             "add nosp or pick another tp", o.seq_len, tp.size,
+                             cp.size > 1 ? fmt::format(" x cp {}", cp.size) : ""));
+    if (o.moe_experts > 0 && (o.seq_len / cp.size) % tp.size != 0)
+      return bad(fmt::format("seq_len {} must be a multiple of tp {}{} on a mixture-of-experts model: each tp "
+                             "rank routes its own 1/tp of every micro-batch's tokens; pick another tp",
+                             o.seq_len, tp.size, cp.size > 1 ? fmt::format(" x cp {}", cp.size) : ""));
   }
   // Expert parallel: the layout core checked experts % ep; these are the engine's own.
   if (ep.size < 1 || ep.rank < 0 || ep.rank >= ep.size)
@@ -86,8 +89,12 @@ static Status validate(const ModelOptions& o, const TensorOptions& tp, const Exp
   if (ep.size > 1 && (o.moe_experts == 0 || o.moe_experts % ep.size != 0))
     return bad(fmt::format("moe_experts {} is not a multiple of ep {}; pick an ep dividing the "
                            "experts", o.moe_experts, ep.size));
-  if (ep.size > 1 && tp.size > 1)
-    return bad("expert parallelism with tensor parallelism is not supported; use tp1 with ep");
+  // Context parallel: the layout core checked seq_len % 2cp; the engine's own preconditions.
+  if (cp.size < 1 || cp.rank < 0 || cp.rank >= cp.size)
+    return bad(fmt::format("context-parallel rank {} of {}", cp.rank, cp.size));
+  if (cp.size > 1 && o.seq_len % (2 * cp.size) != 0)
+    return bad(fmt::format("seq_len {} must be a multiple of 2 x cp {} (every sequence is cut into 2cp "
+                           "chunks); pick a seq_len or cp that fits", o.seq_len, cp.size));
   return Status::ok();
 }
 
@@ -96,21 +103,22 @@ Result<std::unique_ptr<Model>> Model::create(const ModelOptions& options, Backen
                                              const ShardOptions& shard,
                                              const TensorOptions& tp,
                                              const ExpertOptions& ep,
-                                             const StageOptions& stage) {
+                                             const StageOptions& stage,
+                                             const ContextOptions& cp) {
   const ModelOptions o = resolved(options);
   TensorOptions t = tp;
   if (t.size == 1) t.sp = false;
-  PARTRAIN_RETURN_IF_ERROR(validate(o, t, ep));
+  PARTRAIN_RETURN_IF_ERROR(validate(o, t, ep, cp));
   if (ep.size > 1 && (backend->param_dtype() != DType::kF32 || backend->act_dtype() != DType::kF32)) {
     return Status::invalid(fmt::format("expert parallelism runs on fp32 (CPU) ranks in this "
                                        "version; the {} backend keeps lower precision", backend->name()));
   }
-  if (ep.size > 1 && shard.stage > 0) {
-    return Status::invalid(fmt::format("zero{} with expert parallelism is not supported yet; use "
-                                       "zero0 (plain dp) with ep", shard.stage));
-  }
   if (t.size > 1 && (backend->param_dtype() != DType::kF32 || backend->act_dtype() != DType::kF32)) {
     return Status::invalid(fmt::format("tensor parallelism runs on fp32 (CPU) ranks in this "
+                                       "version; the {} backend keeps lower precision", backend->name()));
+  }
+  if (cp.size > 1 && (backend->param_dtype() != DType::kF32 || backend->act_dtype() != DType::kF32)) {
+    return Status::invalid(fmt::format("context parallelism runs on fp32 (CPU) ranks in this "
                                        "version; the {} backend keeps lower precision", backend->name()));
   }
   if (max_batch < 1) return Status::invalid("micro_batch must be at least 1");
@@ -130,6 +138,9 @@ Result<std::unique_ptr<Model>> Model::create(const ModelOptions& options, Backen
   m->shard_ = shard;
   m->tp_ = t;
   m->ep_ = ep;
+  m->cp_ = cp;
+  m->T_ = o.seq_len / cp.size;
+  m->chunk_pos_ = context_positions(o.seq_len, cp.rank, cp.size);
   m->regions_ = Regions(nullptr, t);
   m->table_ = build_stage_table(o, t, ep, stage);
   // Local widths: heads and the MLP split evenly, the vocabulary by vocab_rows.
@@ -215,7 +226,7 @@ Status Model::allocate(int max_batch) {
   reset_moe_stats();
   max_batch_ = max_batch;
   // This rank's widths (all of the model's on one rank); NR: the residual stream's rows.
-  const int64_t N = static_cast<int64_t>(max_batch) * o_.seq_len, C = o_.hidden;
+  const int64_t N = static_cast<int64_t>(max_batch) * T_, C = o_.hidden;
   const int64_t NR = tp_.sp ? N / tp_.size : N;
   const int64_t V = lv_, QKV = lqkv_, Q = lq_, F = lf_, FC = lfc_;
   const DType ad = be_->act_dtype();
@@ -254,18 +265,20 @@ Status Model::allocate(int max_batch) {
   PARTRAIN_RETURN_IF_ERROR(get(MC::kWorkspace, ad, {N, F}, &dact_));
   host_losses_.resize(static_cast<size_t>(N));
   if (tp_.size > 1) PARTRAIN_RETURN_IF_ERROR(tp_allocate(N, C));
+  PARTRAIN_RETURN_IF_ERROR(moe_tp_allocate());
+  if (cp_.size > 1) PARTRAIN_RETURN_IF_ERROR(cp_allocate(N));
   return Status::ok();
 }
 
 Status Model::alloc_block_acts(BlockActs& a, bool core, bool rest) {
-  const int64_t N = static_cast<int64_t>(max_batch_) * o_.seq_len, C = o_.hidden;
+  const int64_t N = static_cast<int64_t>(max_batch_) * T_, C = o_.hidden;
   const int64_t NR = tp_.sp ? N / tp_.size : N;
   const DType ad = be_->act_dtype();
   const MemCategory c = MemCategory::kActivations;
   auto get = [&](DType d, Shape s, Tensor* out) { return alloc_to(c, d, s, out); };
   if (core) {
     PARTRAIN_RETURN_IF_ERROR(get(ad, {N, lq_}, &a.att));
-    PARTRAIN_RETURN_IF_ERROR(get(DType::kF32, {max_batch_, lh_, o_.seq_len}, &a.lse));
+    PARTRAIN_RETURN_IF_ERROR(get(DType::kF32, {max_batch_, lh_, T_}, &a.lse));
   }
   if (rest) {
     PARTRAIN_RETURN_IF_ERROR(get(ad, {NR, C}, &a.ln1));
@@ -285,7 +298,7 @@ Status Model::alloc_block_acts(BlockActs& a, bool core, bool rest) {
 // One micro-batch's activations, into the members: the stage's residual stream
 // res_[lo_..hi_], its blocks' records, and the head's buffers on the last stage.
 Status Model::allocate_slot(const BlockActs& shared) {
-  const int64_t N = static_cast<int64_t>(max_batch_) * o_.seq_len, C = o_.hidden;
+  const int64_t N = static_cast<int64_t>(max_batch_) * T_, C = o_.hidden;
   const int64_t NR = tp_.sp ? N / tp_.size : N;
   const int L = o_.layers;
   const DType ad = be_->act_dtype();
@@ -392,24 +405,27 @@ Result<LossParts> Model::forward(const MicroBatch& batch, int slot) {
   }
   batch_ = batch;
   B_ = batch.B;
-  N_ = B_ * o_.seq_len;
+  N_ = B_ * T_;
   R_ = tp_.sp ? N_ / tp_.size : N_;
-  const int T = o_.seq_len, C = o_.hidden, V = o_.vocab_size, L = o_.layers;
+  const int C = o_.hidden, V = o_.vocab_size, L = o_.layers;
   aux_loss_ = 0.0f;
   recomputing_ = false;
-  // The batch goes to the device; targets are checked against the vocabulary there too.
+  // The batch goes to the device (under cp this rank's rows of it); every token of the
+  // whole sequences is checked against the vocabulary.
   const Tensor tokens = first_stage() ? tokens_.slice(0, {N_}) : Tensor{};
   const Tensor targets = last_stage() ? targets_.slice(0, {N_}) : Tensor{};
-  for (int n = 0; n < N_; ++n) {
+  const int whole = B_ * o_.seq_len;
+  for (int n = 0; n < whole; ++n) {
     if (batch.inputs[n] < 0 || batch.inputs[n] >= V || batch.targets[n] >= V) {
       return Status::invalid(fmt::format("token {} at position {} is outside the vocabulary "
                                          "(vocab_size {})", batch.inputs[n], n, V));
     }
   }
+  const MicroBatch rows = local_rows(batch);
   shard_forward_begin();
-  if (first_stage()) be_->to_device_i32(tokens, batch.inputs);
-  if (last_stage()) be_->to_device_i32(targets, batch.targets);
-  if (regions_.active()) vp_prepare(batch);
+  if (first_stage()) be_->to_device_i32(tokens, rows.inputs);
+  if (last_stage()) be_->to_device_i32(targets, rows.targets);
+  if (regions_.active()) vp_prepare(rows);
 
   // Token (+ position) embeddings, then dropout, into the residual stream (this rank's
   // rows under sequence parallelism). A later pipeline stage finds its input there.
@@ -417,8 +433,11 @@ Result<LossParts> Model::forward(const MicroBatch& batch, int slot) {
     const Tensor x0 = ract(res_[0]);
     if (regions_.active()) {
       vp_embedding_forward(x0);
+    } else if (cp_.size > 1) {  // learned positions at this rank's global positions
+      be_->embedding_forward(x0, tokens, param(wte_), Tensor{}, B_, T_, C);
+      positions_forward(x0);
     } else {
-      be_->embedding_forward(x0, tokens, param(wte_), wpe_ >= 0 ? param(wpe_) : Tensor{}, B_, T, C);
+      be_->embedding_forward(x0, tokens, param(wte_), wpe_ >= 0 ? param(wpe_) : Tensor{}, B_, T_, C);
     }
     dropout(x0, L, 0);
   }
@@ -452,8 +471,10 @@ Result<LossParts> Model::forward(const MicroBatch& batch, int slot) {
     be_->to_host(host_losses_.data(), losses_.slice(0, {N_}));
     for (int n = 0; n < N_; ++n) sum += host_losses_[static_cast<size_t>(n)];
   }
+  // The mean is over the micro-batch's counted tokens, also under cp (each cp rank's sum
+  // over its rows, divided by the whole count, is its share of the mean).
   loss_count_ = 0;
-  for (int n = 0; n < N_; ++n) loss_count_ += batch.targets[n] >= 0 ? 1 : 0;
+  for (int n = 0; n < whole; ++n) loss_count_ += batch.targets[n] >= 0 ? 1 : 0;
   LossParts parts;
   parts.ce = loss_count_ > 0 ? static_cast<float>(sum / loss_count_) : 0.0f;
   parts.aux = aux_loss_;
@@ -477,15 +498,17 @@ void Model::backward(int slot, float scale, const Tensor& dout, BackwardPart par
 }
 
 void Model::backward_stage(float scale, const std::function<void(int)>& block_done, const Tensor& dout) {
-  const int T = o_.seq_len, C = o_.hidden, L = o_.layers;
-  backward_scale_ = scale;
+  const int C = o_.hidden, L = o_.layers;
+  // Under cp the gradient is cp times this rank's share, so that the average over the
+  // dp x cp group is the global batch's (context_parallel.h).
+  backward_scale_ = scale * static_cast<float>(cp_.size);
   shard_backward_begin();
   const Tensor dres = ract(dres_);
   if (!last_stage()) {
     // A pipeline stage before the last: the gradient of its output came from the next.
     be_->copy(dres, dout.slice(0, dres.shape));
   } else {
-    head_backward(scale, dres);
+    head_backward(backward_scale_, dres);
     if (block_done) block_done(L);  // the final norm and an untied head are final now
   }
   // The blocks in reverse; dres carries d loss / d res_[l] down.
@@ -508,9 +531,12 @@ void Model::backward_stage(float scale, const std::function<void(int)>& block_do
     const Tensor demb = dropout_grad(dres, L, 0);
     if (regions_.active()) {
       vp_embedding_backward(demb);
+    } else if (cp_.size > 1) {
+      be_->embedding_backward(grad(wte_), Tensor{}, demb, tokens_.slice(0, {N_}), B_, T_, C);
+      positions_backward(demb);
     } else {
       be_->embedding_backward(grad(wte_), wpe_ >= 0 ? grad(wpe_) : Tensor{}, demb,
-                              tokens_.slice(0, {N_}), B_, T, C);
+                              tokens_.slice(0, {N_}), B_, T_, C);
     }
   }
   shard_backward_end();
@@ -615,22 +641,28 @@ uint64_t Model::dropout_key(int layer, int site) const {
                     static_cast<uint64_t>(layer) * 4 + static_cast<uint64_t>(site));
 }
 
-// The logical position of this rank's first residual row (rows [tp_row0, ...) under sp).
-uint64_t Model::dropout_offset() const {
-  return (batch_.first_sample * static_cast<uint64_t>(o_.seq_len) + static_cast<uint64_t>(tp_row0())) *
-         static_cast<uint64_t>(o_.hidden);
-}
-
+// Element (row, c) of the residual stream draws its mask at (logical row) * C + c, the
+// logical row being (sample * seq_len + position): each run of rows with consecutive
+// logical rows is one call (one run unless cp cuts the sequences into chunks).
 void Model::dropout(const Tensor& t, int layer, int site) {
   if (o_.dropout <= 0.0f || !batch_.train) return;
-  be_->dropout_forward(t, t, o_.dropout, dropout_key(layer, site), dropout_offset());
+  const int64_t C = o_.hidden, row0 = tp_row0();
+  for_each_logical_run(static_cast<int>(row0), R_, [&](int row, int count, uint64_t logical) {
+    const Tensor part = t.slice((row - row0) * C, {count, C});
+    be_->dropout_forward(part, part, o_.dropout, dropout_key(layer, site), logical * static_cast<uint64_t>(C));
+  });
 }
 
 Tensor Model::dropout_grad(const Tensor& dout, int layer, int site) {
   if (o_.dropout <= 0.0f || !batch_.train) return dout;
   const Tensor d = ract(dbranch_);
   be_->zero(d);
-  be_->dropout_backward(d, dout, o_.dropout, dropout_key(layer, site), dropout_offset());
+  const int64_t C = o_.hidden, row0 = tp_row0();
+  for_each_logical_run(static_cast<int>(row0), R_, [&](int row, int count, uint64_t logical) {
+    const int64_t at = (row - row0) * C;
+    be_->dropout_backward(d.slice(at, {count, C}), dout.slice(at, {count, C}), o_.dropout,
+                          dropout_key(layer, site), logical * static_cast<uint64_t>(C));
+  });
   return d;
 }
 

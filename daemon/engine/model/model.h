@@ -18,7 +18,13 @@
 //
 // Expert parallel (expert_parallel.h): a model created with ExpertOptions{rank, size}
 // holds only its E/size experts of each MoE block and runs them for the whole ep group,
-// through the ExpertComm set before the first forward.
+// through the ExpertComm set before the first forward. Under tp as well, the experts are
+// whole on every tp rank and each tp rank routes its own 1/tp of the tokens (moe_tp.cc).
+//
+// Context parallel (context_parallel.h): a model created with ContextOptions{rank, size}
+// holds two chunks of every sequence (T / size rows each), is given whole sequences in its
+// micro-batches and picks its rows itself, and runs attention over the cp group through
+// the ContextComm set before the first forward.
 //
 // Pipeline stages (stage.h): a model created with StageOptions holds one stage's blocks and
 // the activations of `slots` micro-batches; forward(batch, slot) / backward(slot, ...) run
@@ -35,6 +41,7 @@
 
 #include "common/status.h"
 #include "engine/backend.h"
+#include "engine/model/context_parallel.h"
 #include "engine/model/expert_parallel.h"
 #include "engine/model/params.h"
 #include "engine/model/sharding.h"
@@ -44,7 +51,8 @@
 
 namespace partrain::engine::model {
 
-// One micro-batch, host side: inputs/targets [B, T] token ids.
+// One micro-batch, host side: inputs/targets [B, T] token ids (whole sequences, also under
+// context parallelism).
 struct MicroBatch {
   const int32_t* inputs = nullptr;
   const int32_t* targets = nullptr;
@@ -81,7 +89,8 @@ class Model {
                                                const ShardOptions& shard = {},
                                                const TensorOptions& tp = {},
                                                const ExpertOptions& ep = {},
-                                               const StageOptions& stage = {});
+                                               const StageOptions& stage = {},
+                                               const ContextOptions& cp = {});
   ~Model();
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
@@ -104,11 +113,11 @@ class Model {
   // the input gradient (and the norms' and embeddings' gradients), the GEMMs' weight and
   // bias gradients of that micro-batch, from the output gradients it kept.
   void backward_weight(int slot);
-  // [max_batch * seq_len, C]: where a non-first stage's input goes before forward(slot),
+  // [max_batch * T, C] (T = seq_len / cp): where a non-first stage's input goes before forward(slot),
   // and a non-last stage's output after it (kept until the slot's next forward).
   Tensor stage_input(int slot);
   Tensor stage_output(int slot);
-  // After backward on a non-first stage: d loss / d input ([max_batch * seq_len, C]), valid
+  // After backward on a non-first stage: d loss / d input ([max_batch * T, C]), valid
   // until the next backward.
   Tensor input_grad() const;
   const StageOptions& stage() const { return stage_; }
@@ -142,14 +151,27 @@ class Model {
   void set_expert_comm(ExpertComm* comm) { ep_comm_ = comm; }
   ExpertComm* expert_comm() const { return ep_comm_; }
   const ExpertOptions& expert() const { return ep_; }
+  // Context parallel: the cp group's K/V exchange; not owned, set before the first forward
+  // when context().size > 1 (allocates the scratch blocks it asks for).
+  Status set_context_comm(ContextComm* comm);
+  ContextComm* context_comm() const { return cp_comm_; }
+  const ContextOptions& context() const { return cp_; }
+  // Rows this rank holds of each sequence: seq_len / cp.
+  int local_seq_len() const { return T_; }
   // MoE routing counts of this rank's forwards since the last reset (the trainer resets
   // them every step); empty tokens for a dense model.
   const MoeStats& moe_stats() const { return moe_stats_; }
   void reset_moe_stats();
   const ShardOptions& shard() const { return shard_; }
-  // This rank's fp32 shards [shard().begin, shard().end): the parameters (a view of params()
-  // below stage 3) and the reduced gradient (stage >= 1). Unsharded: the whole buffers.
+  // The shard's ranges with their place in the shard buffers (shard().runs()); unsharded one
+  // run, the whole buffer.
+  const std::vector<ShardOptions::Run>& shard_runs() const { return shard_runs_; }
+  // This rank's fp32 shard of the parameters: stage 3 the shard buffer (the runs one after
+  // the other); below stage 3 the shard lives in params() itself, which this returns.
   Tensor shard_params() const;
+  // The parameters of one run: a view of params() below stage 3, of the shard buffer at 3.
+  Tensor shard_params(const ShardOptions::Run& run) const;
+  // The reduced gradient's shard buffer (stage >= 1); unsharded the whole gradient.
   Tensor shard_grads() const;
   // [first, end) of segment s: blocks s < L, the tail s = L, the embeddings s = L + 1.
   std::pair<int64_t, int64_t> segment_range(int s) const;
@@ -228,11 +250,28 @@ class Model {
   void block_forward(int l, const Tensor& in, const Tensor& out, BlockActs& a);
   void block_backward(int l, const Tensor& in, const Tensor& dres, BlockActs& a);
   void attention_core_forward(BlockActs& a);
+  // Context parallel (context_attention.cc): the attention core over the cp group, its
+  // backward into dqkv; this rank's rows of a micro-batch (host copies); the learned
+  // positions' rows and gradient at the global positions; every run of rows [row0, row0 +
+  // rows) whose logical positions are consecutive, as f(row, count, logical row).
+  Status cp_allocate(int64_t N);
+  void cp_attention_forward(BlockActs& a);
+  void cp_attention_backward(BlockActs& a, const Tensor& dqkv, const Tensor& datt);
+  MicroBatch local_rows(const MicroBatch& batch);
+  void positions_forward(const Tensor& x0);
+  void positions_backward(const Tensor& dx);
+  void for_each_logical_run(int row0, int rows, const std::function<void(int, int, uint64_t)>& f) const;
   // x: the MLP's [N, C] input; out: its (partial, under tp) [N, C] output.
   void mlp_forward(int l, BlockActs& a, const Tensor& x, const Tensor& out);
   void mlp_backward(int l, BlockActs& a, const Tensor& x, const Tensor& dout, const Tensor& dx);
   // MoE feed-forward (moe.cc).
   Status moe_allocate(int l, MoeState& s);
+  // The routing of the micro-batch (all cp ranks' rows under cp, gathered over tp first
+  // under tp) from this rank's router logits [N, E] (N_, or N_/tp under tp): this rank's
+  // choices, slots, counts; the aux loss and routing statistics. moe_admit gives choice cj
+  // of row n a packed slot, or drops it.
+  void moe_route(int l, MoeState& s, const Tensor& logits);
+  static void moe_admit(MoeState& s, size_t cj, int n, bool kept);
   void moe_forward(int l, MoeState& s, const Tensor& x, const Tensor& out);
   void moe_backward(int l, MoeState& s, const Tensor& x, const Tensor& dout, const Tensor& dx);
   void moe_experts_backward(int l, MoeState& s, const Tensor& dout, const Tensor& dx);
@@ -241,6 +280,14 @@ class Model {
   void expert_forward(int l, int j, MoeState& s, int64_t r0, int M);
   void expert_backward(int l, int j, MoeState& s, int64_t r0, int M, const Tensor& dy, const Tensor& dxin);
   void moe_router_backward(int l, MoeState& s, const Tensor& x, const Tensor& dx);
+  // Under tensor parallelism (moe_tp.cc): each tp rank routes its own tokens. Forward takes
+  // the norm's rows this rank holds and leaves the branch's; backward returns d ln2 (this
+  // rank's rows under sp, all N without), in dx's memory. The exchange of the choice
+  // counts sets s.admitted_before and the micro-batch's totals (a no-op without tp).
+  Status moe_tp_allocate();
+  void moe_exchange_choices(MoeState& s);
+  void moe_tp_forward(int l, MoeState& s, const Tensor& ln2, const Tensor& branch);
+  Tensor moe_tp_backward(int l, MoeState& s, const Tensor& ln2, const Tensor& dbranch, const Tensor& dx);
   // Expert parallel (expert_parallel.cc): dispatch, the local experts, combine; backward
   // also leaves the combine weights' gradients in s.host_dgate.
   void moe_ep_forward(int l, MoeState& s, const Tensor& x, const Tensor& out);
@@ -249,7 +296,6 @@ class Model {
   // Dropout at (layer, site) in place; dropout_grad returns dL/d(input) (dout itself when
   // dropout is off, else a scratch buffer).
   uint64_t dropout_key(int layer, int site) const;
-  uint64_t dropout_offset() const;
   void dropout(const Tensor& t, int layer, int site);
   Tensor dropout_grad(const Tensor& dout, int layer, int site);
 
@@ -263,6 +309,7 @@ class Model {
   // Storage per segment: param(i) is pseg_[seg_of_[i]] at offset - seg_lo_[seg]; unsharded
   // these are views of params_/grads_, sharded they are slots (sharding.h).
   ShardOptions shard_;
+  std::vector<ShardOptions::Run> shard_runs_;
   ShardComm* comm_ = nullptr;
   std::vector<int> seg_of_;
   std::vector<int64_t> seg_lo_;
@@ -285,8 +332,19 @@ class Model {
   Tensor zeros_;                               // I32 [N] of 0: a bias broadcast over rows
   Tensor ce_targets_, fix_idx_, fix_w_;        // vocabulary-parallel loss, [N]
   Tensor norm_scratch_;                        // [2C]: one norm's gradients before the sum
+  Tensor moe_rows_;                            // [N/size, C]: a MoE block's rows without sp
   std::vector<float> host_f_;
   std::vector<int32_t> host_i_;
+  // Context parallel: options, the group's exchange, this rank's rows per sequence and
+  // their positions, the packed K/V block and its gradient [N, 2 KV hd], the exchange's
+  // scratch, the position of every row (learned positions), host copies of this rank's
+  // tokens and targets.
+  ContextOptions cp_;
+  ContextComm* cp_comm_ = nullptr;
+  int T_ = 0;
+  SeqPositions chunk_pos_;
+  Tensor kv_, dkv_, cp_scratch_, cp_pos_;
+  std::vector<int32_t> cp_inputs_, cp_targets_;
   // Expert parallel.
   ExpertOptions ep_;
   ExpertComm* ep_comm_ = nullptr;

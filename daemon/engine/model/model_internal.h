@@ -34,8 +34,10 @@ struct MoeState {
   Tensor xin, h, act, y;  // expert input [., C], hidden [., F or 2F], act [., F], output [., C]
   Tensor dgate, dlogits;  // F32 [E * cap_max], [N, E]
   Tensor dy, dh, dactv, dxin;  // backward scratch for one expert [cap_max, .]
+  int rows = 0;        // tokens this rank routes in the current micro-batch (N, or N/tp)
   // Host side.
-  std::vector<int> count;            // tokens kept per expert
+  std::vector<int> count;            // tokens kept per expert (of this rank's)
+  std::vector<int> admitted_before;  // tp: kept per expert from the earlier tp ranks' tokens
   std::vector<float> probs;          // router softmax [N, E]
   std::vector<int32_t> choice;       // chosen experts [N, k], best first
   std::vector<float> weight;         // combine weight of each choice [N, k]
@@ -43,8 +45,16 @@ struct MoeState {
   std::vector<double> frac;          // f_e: share of the N*k choices that picked e
   std::vector<int32_t> host_idx;
   std::vector<float> host_gate, host_buf, host_dgate;
-  std::vector<double> chosen, mean_p, dp;  // per-expert scratch
-  std::vector<int> order;
+  std::vector<double> chosen, mean_p, dp;  // per expert: choices and summed probabilities
+                                           // of the micro-batch (after the tp exchange)
+  std::vector<int> order, admitted;
+  std::vector<float> row_probs;      // another cp or tp rank's token's probabilities (scratch)
+  // Context parallel: every cp rank's router logits ([cp N, E], device and host; under tp
+  // first this cp rank's N rows gathered over tp) and, per routed token of the micro-batch,
+  // this rank's row of it or -1.
+  Tensor gathered, tp_logits;
+  std::vector<float> host_gathered;
+  std::vector<int> mine;
   // Expert parallel (expert_parallel.h): xin, h, act and y hold the received rows of the
   // local experts (receive order); the kept rows of this rank packed by expert for sending.
   DispatchPlan plan;
@@ -54,6 +64,8 @@ struct MoeState {
   Tensor dyrecv, dxrecv;        // [E * cap_max, C]: the received rows' dy and their dx
   std::vector<int32_t> host_send_idx;
   std::vector<float> host_send_gate, send_counts, recv_counts;
+  // Tensor parallel: this rank's choice counts and probability sums ([3E]) and every rank's.
+  Tensor tp_mine, tp_all;
 };
 
 // One micro-batch's activations and state, as a pipeline stage keeps them per slot: the

@@ -123,8 +123,11 @@ ParamTable build_param_table(const ModelOptions& opts, const TensorOptions& tp,
   // This rank's experts [e0, e1) of each MoE block (all of them on one rank).
   const int e0 = E > 0 ? first_local_expert(static_cast<int>(E), ep) : 0;
   const int e1 = E > 0 ? e0 + local_experts(static_cast<int>(E), ep) : 0;
+  // The experts from index `from` on; under tp they and the router just before them are
+  // summed over the group.
   auto mark_experts = [&](size_t from) {
     for (size_t i = from; i < table.specs().size(); ++i) table.mark_expert(static_cast<int>(i));
+    for (size_t i = from - 1; tp.size > 1 && i < table.specs().size(); ++i) table.mark_tp_summed(static_cast<int>(i));
   };
   if (o.arch == Arch::kGpt2) {
     t.vocab("wte.weight", {V, C}, Init::kNormal, std, false);

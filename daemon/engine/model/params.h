@@ -23,6 +23,10 @@ struct ParamSpec {
   bool no_decay = false;       // norms and biases: no weight decay
   bool hf_transposed = false;  // Hugging Face stores it [in, out] (GPT-2's Conv1D)
   bool expert = false;         // a MoE expert's tensor (sharded over ep, reduced over expert_dp)
+  // Under tensor parallelism, a MoE router or expert: held whole on every tp rank, each of
+  // which routes its own 1/tp of the tokens (expert_parallel.h), so its gradient is summed
+  // over the tp group.
+  bool tp_summed = false;
   Init init = Init::kNormal;
   float init_std = 0.0f;       // for kNormal
   int64_t offset = 0;          // element offset in the flat parameter/gradient buffers
@@ -48,8 +52,10 @@ class ParamTable {
                 Init init, float init_std, bool no_decay, bool hf_transposed = false);
   const std::vector<ParamSpec>& specs() const { return specs_; }
   int64_t total() const { return total_; }
-  // Marks parameter i as a MoE expert's (ParamSpec::expert).
+  // Marks parameter i as a MoE expert's (ParamSpec::expert), or as summed over tp
+  // (ParamSpec::tp_summed).
   void mark_expert(int i) { specs_[static_cast<size_t>(i)].expert = true; }
+  void mark_tp_summed(int i) { specs_[static_cast<size_t>(i)].tp_summed = true; }
   // Index of a name, or -1.
   int find(const std::string& name) const;
 
@@ -74,6 +80,7 @@ class ParamTable {
 //
 // With ep.size > 1 each MoE block lists only ep rank ep.rank's experts
 // (expert_parallel.h), under their global names; everything else is as on one rank.
+// Under tp the routers and experts are whole on every tp rank and flagged tp_summed.
 ParamTable build_param_table(const ModelOptions& o, const TensorOptions& tp = {},
                              const ExpertOptions& ep = {});
 // Rows [first, first + count) of the vocabulary that tensor-parallel rank `rank` of `size`

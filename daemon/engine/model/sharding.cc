@@ -8,6 +8,22 @@
 
 namespace partrain::engine::model {
 
+int64_t ShardOptions::numel() const {
+  int64_t n = 0;
+  for (const FlatRange& r : ranges) n += r.numel();
+  return n;
+}
+
+std::vector<ShardOptions::Run> ShardOptions::runs() const {
+  std::vector<Run> out;
+  int64_t at = 0;
+  for (const FlatRange& r : ranges) {
+    out.push_back({r.begin, r.end, at});
+    at += r.numel();
+  }
+  return out;
+}
+
 std::vector<ShardPiece> shard_pieces(const ParamTable& table, int64_t begin, int64_t end) {
   std::vector<ShardPiece> out;
   for (const ParamSpec& p : table.specs()) {
@@ -42,9 +58,14 @@ Status Model::allocate_storage() {
           "ZeRO stage {} needs fp32 parameters and gradients (CPU ranks); the {} backend keeps "
           "lower precision; use plain dp on it", stage, be_->name()));
     }
-    if (shard_.begin < 0 || shard_.begin > shard_.end || shard_.end > n) {
-      return Status::invalid(fmt::format("ZeRO shard [{}, {}) is not inside the {} parameters",
-                                         shard_.begin, shard_.end, n));
+    std::vector<FlatRange> sorted = shard_.ranges;
+    std::sort(sorted.begin(), sorted.end(), [](const FlatRange& a, const FlatRange& b) { return a.begin < b.begin; });
+    for (size_t i = 0; i < sorted.size(); ++i) {
+      const FlatRange& r = sorted[i];
+      if (r.begin < 0 || r.begin > r.end || r.end > n || (i > 0 && r.begin < sorted[i - 1].end)) {
+        return Status::invalid(fmt::format("ZeRO shard range [{}, {}) is not inside the {} parameters, or "
+                                           "overlaps another", r.begin, r.end, n));
+      }
     }
     if (shard_.prefetch < 0) return Status::invalid("ZeRO-3 prefetch must be 0 or more");
   }
@@ -75,7 +96,8 @@ Status Model::allocate_storage() {
     return Status::ok();
   };
   const DType pd = be_->param_dtype(), gd = be_->grad_dtype();
-  const int64_t shard_n = shard_.end - shard_.begin;
+  const int64_t shard_n = shard_.numel();
+  shard_runs_ = stage > 0 ? shard_.runs() : std::vector<ShardOptions::Run>{{0, n, 0}};
   pseg_.assign(static_cast<size_t>(S), Tensor{});
   gseg_.assign(static_cast<size_t>(S), Tensor{});
   // Parameters: flat below stage 3; else the shard, the edges and prefetch + 1 block slots.
@@ -117,14 +139,18 @@ Status Model::allocate_storage() {
 }
 
 Tensor Model::shard_params() const {
-  if (shard_.stage == 0) return params_;
-  if (shard_.stage == 3) return shard_params_.slice(0, {shard_.end - shard_.begin});
-  return params_.slice(shard_.begin, {shard_.end - shard_.begin});
+  if (shard_.stage == 3) return shard_params_.slice(0, {shard_.numel()});
+  return params_;
+}
+
+Tensor Model::shard_params(const ShardOptions::Run& r) const {
+  if (shard_.stage == 3) return shard_params_.slice(r.at, {r.end - r.begin});
+  return params_.slice(r.begin, {r.end - r.begin});
 }
 
 Tensor Model::shard_grads() const {
   if (shard_.stage == 0) return grads_;
-  return shard_grads_.slice(0, {shard_.end - shard_.begin});
+  return shard_grads_.slice(0, {shard_.numel()});
 }
 
 void Model::zero_grads() {
@@ -135,7 +161,7 @@ void Model::zero_grads() {
 std::vector<float> Model::params_to_host() {
   std::vector<float> host(static_cast<size_t>(table_.total()));
   if (shard_.stage == 3) {
-    be_->to_host(host.data() + shard_.begin, shard_params());
+    for (const ShardOptions::Run& r : shard_runs_) be_->to_host(host.data() + r.begin, shard_params(r));
   } else {
     be_->to_host(host.data(), params_);
   }
@@ -144,7 +170,7 @@ std::vector<float> Model::params_to_host() {
 
 void Model::params_from_host(const std::vector<float>& host) {
   if (shard_.stage == 3) {
-    be_->to_device(shard_params(), host.data() + shard_.begin);
+    for (const ShardOptions::Run& r : shard_runs_) be_->to_device(shard_params(r), host.data() + r.begin);
   } else {
     be_->to_device(params_, host.data());
   }

@@ -1,8 +1,11 @@
 // ZeRO inside the engine: which part of the training state a data-parallel rank keeps only
 // as its shard, and what a sharded model asks of the strategy that moves the rest.
 //
-// The shard is one contiguous range [begin, end) of the flat parameter buffer (the data
-// plugin chooses it). Stage 1 shards the optimizer state (AdamW runs on the shard only);
+// The shard is a short list of flat ranges of the parameter buffer (the data plugins choose
+// them: one contiguous range of each view, shard_views.h; one range of the buffer itself
+// without expert parallelism). The shard buffers (the reduced gradient, stage 3's
+// parameters, AdamW's moments) hold the ranges one after the other, in list order. Stage 1
+// shards the optimizer state (AdamW runs on the shard only);
 // stage 2 also keeps the gradient only as an fp32 shard: each segment's gradient lives in a
 // recycled slot while backward writes it and is reduce-scattered into the shard as soon as
 // it is final (every micro-batch); stage 3 also keeps the parameters only as a shard: each
@@ -23,14 +26,23 @@
 
 #include "engine/backend.h"
 #include "engine/model/params.h"
+#include "engine/model/shard_views.h"
 
 namespace partrain::engine::model {
 
 struct ShardOptions {
-  int stage = 0;           // 0: nothing sharded (plain dp, one rank); 1, 2, 3: ZeRO stage
-  int64_t begin = 0;       // this rank's shard [begin, end) of the flat buffer (stage >= 1)
-  int64_t end = 0;
-  int prefetch = 1;        // stage 3: blocks gathered ahead of the one in use
+  int stage = 0;  // 0: nothing sharded (plain dp, one rank); 1, 2, 3: ZeRO stage
+  // This rank's shard (stage >= 1): flat ranges of the buffer, stored one after the other
+  // in the shard buffers in this order; disjoint, each inside the buffer. Default: none
+  std::vector<FlatRange> ranges;
+  int prefetch = 1;  // stage 3: blocks gathered ahead of the one in use
+
+  int64_t numel() const;
+  // Each range with its first element's place in the shard buffers.
+  struct Run {
+    int64_t begin = 0, end = 0, at = 0;
+  };
+  std::vector<Run> runs() const;
 };
 
 // What a sharded model needs from its data-parallel strategy (the worker implements it on
@@ -40,12 +52,13 @@ class ShardComm {
  public:
   virtual ~ShardComm() = default;
   // Starts reducing (averaging over the group) gradient range [offset, offset + numel) held
-  // in `data`; this rank's part of the result is added into `shard_grads`.
+  // in `data`; this rank's part of the result is added into `shard_grads` (the shard
+  // buffer, laid out as ShardOptions::ranges).
   virtual void reduce_grads(const Tensor& data, int64_t offset, const Tensor& shard_grads) = 0;
   // Returns when no reduction started earlier still reads range [offset, offset + count).
   virtual void release_grads(int64_t offset, int64_t count) = 0;
   // Starts gathering parameter range [offset, offset + dst.numel()) from every rank's shard
-  // into dst; wait_params(dst) returns when it is there.
+  // buffer `shard_params` into dst; wait_params(dst) returns when it is there.
   virtual void gather_params(const Tensor& shard_params, const Tensor& dst, int64_t offset) = 0;
   virtual void wait_params(const Tensor& dst) = 0;
   // x summed over the data-parallel group (the squares of the gradient norm).

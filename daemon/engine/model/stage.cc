@@ -30,6 +30,7 @@ void copy_spec(ParamTable* t, const ParamSpec& s) {
     t->add(s.name, s.shape, s.init, s.init_std, s.no_decay, s.hf_transposed);
   }
   if (s.expert) t->mark_expert(static_cast<int>(t->specs().size()) - 1);
+  if (s.tp_summed) t->mark_tp_summed(static_cast<int>(t->specs().size()) - 1);
 }
 
 }  // namespace

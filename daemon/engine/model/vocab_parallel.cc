@@ -52,7 +52,7 @@ void Model::vp_prepare(const MicroBatch& batch) {
     local[n] = mine ? static_cast<int32_t>(t) : 0;
     mask[n] = mine ? 1.0f : 0.0f;
     iota[n] = static_cast<int32_t>(n);
-    pos[n] = static_cast<int32_t>(n % static_cast<size_t>(o_.seq_len));
+    pos[n] = static_cast<int32_t>(chunk_pos_.at(static_cast<int>(n % static_cast<size_t>(T_))));  // global position
   }
   be_->to_device_i32(tok_local_.slice(0, {N_}), local.data());
   be_->to_device(tok_mask_.slice(0, {N_}), mask.data());
@@ -83,10 +83,14 @@ void Model::vp_embedding_forward(const Tensor& x0) {
 }
 
 void Model::vp_embedding_backward(const Tensor& demb) {
-  const int T = o_.seq_len, C = o_.hidden;
+  const int T = T_, C = o_.hidden;
   const Tensor dfull = regions_.leave_backward(demb, act(dfull_));
   // Every rank has the whole d x0: the positions' gradient is the same on each.
-  if (wpe_ >= 0) be_->embedding_backward(Tensor{}, grad(wpe_), dfull, tokens_.slice(0, {N_}), B_, T, C);
+  if (cp_.size > 1) {
+    positions_backward(dfull);
+  } else if (wpe_ >= 0) {
+    be_->embedding_backward(Tensor{}, grad(wpe_), dfull, tokens_.slice(0, {N_}), B_, T, C);
+  }
   // The rows of the tokens this rank holds; the others' rows are zeroed (mask) and land on
   // local row 0, adding nothing.
   const Tensor masked = act(dln_);

@@ -58,7 +58,7 @@ Status Model::check_split_backward() const {
 // [N, C], its first GEMM [N, FC], the attention projection [N, C] and q/k/v [N, QKV]; on
 // the last stage the head [N, V].
 Status Model::allocate_weight_grad_inputs() {
-  const int64_t N = static_cast<int64_t>(max_batch_) * o_.seq_len, C = o_.hidden;
+  const int64_t N = static_cast<int64_t>(max_batch_) * T_, C = o_.hidden;
   const size_t sites = static_cast<size_t>(4 * (hi_ - lo_) + 1);
   wgrad_dout_.assign(sites, Tensor{});
   const bool keep_inputs = o_.recompute != Recompute::kNone || tp_.size > 1;

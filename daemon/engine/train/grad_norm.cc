@@ -7,28 +7,28 @@ namespace partrain::engine::train {
 
 GradSquares local_grad_squares(model::Model& model) {
   Backend& be = model.backend();
-  const model::ShardOptions& shard = model.shard();
-  const bool sharded = shard.stage > 0;
-  const int64_t first = sharded ? shard.begin : 0;
-  const int64_t last = sharded ? shard.end : model.num_params();
   const Tensor grads = model.shard_grads();
   const bool split_experts = model.expert().size > 1;
   const bool tp = model.tensor().size > 1;
   const int tied = model.holds_tied_head_copy() ? model.table().find(model.tied_embedding_name()) : -1;
   GradSquares out;
-  if (!split_experts && !tp && tied < 0) {  // every element of the range counts here
-    out.dense = be.sum_squares(grads.slice(0, {last - first}));
+  if (!split_experts && !tp && tied < 0) {  // every element of the shard counts here
+    for (const model::ShardOptions::Run& r : model.shard_runs()) {
+      out.dense += be.sum_squares(grads.slice(r.at, {r.end - r.begin}));
+    }
     return out;
   }
   const auto& specs = model.table().specs();
-  for (size_t i = 0; i < specs.size(); ++i) {
-    const model::ParamSpec& v = specs[i];
-    if (static_cast<int>(i) == tied) continue;
-    if (tp && !v.split() && model.tensor().rank != 0) continue;
-    const int64_t lo = std::max(first, v.offset), hi = std::min(last, v.offset + v.numel());
-    if (lo >= hi) continue;
-    const double sq = be.sum_squares(grads.slice(lo - first, {hi - lo}));
-    (split_experts && v.expert ? out.experts : out.dense) += sq;
+  for (const model::ShardOptions::Run& r : model.shard_runs()) {
+    for (size_t i = 0; i < specs.size(); ++i) {
+      const model::ParamSpec& v = specs[i];
+      if (static_cast<int>(i) == tied) continue;
+      if (tp && !v.split() && model.tensor().rank != 0) continue;
+      const int64_t lo = std::max(r.begin, v.offset), hi = std::min(r.end, v.offset + v.numel());
+      if (lo >= hi) continue;
+      const double sq = be.sum_squares(grads.slice(r.at + (lo - r.begin), {hi - lo}));
+      (split_experts && v.expert ? out.experts : out.dense) += sq;
+    }
   }
   return out;
 }

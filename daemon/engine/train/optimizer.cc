@@ -16,7 +16,8 @@ Result<std::unique_ptr<AdamW>> AdamW::create(model::Model* model, const TrainOpt
   a->o_ = o;
   Backend& be = model->backend();
   // ZeRO (stage >= 1): the moments and the master copy of this rank's shard only.
-  const Shape s{std::max<int64_t>(1, model->shard_params().numel())};
+  const int64_t n = model->shard().stage > 0 ? model->shard().numel() : model->num_params();
+  const Shape s{std::max<int64_t>(1, n)};
   for (Tensor* t : {&a->m_, &a->v_}) {
     Result<Tensor> r = be.alloc(MemCategory::kOptimizer, DType::kF32, s);
     if (!r) return r.status();
@@ -41,8 +42,9 @@ AdamW::~AdamW() {
 void AdamW::reload_master() {
   if (master_.empty()) return;
   const std::vector<float> host = model_->params_to_host();
-  const int64_t first = model_->shard().stage > 0 ? model_->shard().begin : 0;
-  model_->backend().to_device(master_.slice(0, {model_->shard_params().numel()}), host.data() + first);
+  for (const model::ShardOptions::Run& r : model_->shard_runs()) {
+    model_->backend().to_device(master_.slice(r.at, {r.end - r.begin}), host.data() + r.begin);
+  }
 }
 
 OptimizerStepStats AdamW::step(float lr) {
@@ -53,33 +55,33 @@ OptimizerStepStats AdamW::step(float lr) {
 OptimizerStepStats AdamW::step(float lr, float grad_norm) {
   Backend& be = model_->backend();
   OptimizerStepStats st;
-  const model::ShardOptions& shard = model_->shard();
-  const bool sharded = shard.stage > 0;
-  const int64_t first = sharded ? shard.begin : 0;
-  const int64_t last = sharded ? shard.end : model_->num_params();
-  const Tensor params = model_->shard_params(), grads = model_->shard_grads();
+  const Tensor grads = model_->shard_grads();
   st.grad_norm = grad_norm;
   if (o_.grad_clip > 0.0f) {
     const float coef = o_.grad_clip / (st.grad_norm + 1e-6f);
     st.clip_scale = coef < 1.0f ? coef : 1.0f;
   }
   ++t_;
-  // Each tensor's part of the range, with its own weight-decay flag.
-  for (const model::ParamSpec& v : model_->table().specs()) {
-    const int64_t lo = std::max(first, v.offset), hi = std::min(last, v.offset + v.numel());
-    if (lo >= hi) continue;
-    AdamWArgs args;
-    args.lr = lr;
-    args.beta1 = o_.beta1;
-    args.beta2 = o_.beta2;
-    args.eps = o_.eps;
-    args.weight_decay = v.no_decay ? 0.0f : o_.weight_decay;
-    args.t = t_;
-    args.grad_scale = st.clip_scale;
-    const Shape piece{hi - lo};
-    const int64_t at = lo - first;
-    be.adamw(params.slice(at, piece), master_.empty() ? Tensor{} : master_.slice(at, piece),
-             m_.slice(at, piece), v_.slice(at, piece), grads.slice(at, piece), args);
+  // Each run of the shard (the whole buffer unsharded), each tensor's part of it with its
+  // own weight-decay flag.
+  for (const model::ShardOptions::Run& r : model_->shard_runs()) {
+    const Tensor params = model_->shard_params(r);
+    for (const model::ParamSpec& v : model_->table().specs()) {
+      const int64_t lo = std::max(r.begin, v.offset), hi = std::min(r.end, v.offset + v.numel());
+      if (lo >= hi) continue;
+      AdamWArgs args;
+      args.lr = lr;
+      args.beta1 = o_.beta1;
+      args.beta2 = o_.beta2;
+      args.eps = o_.eps;
+      args.weight_decay = v.no_decay ? 0.0f : o_.weight_decay;
+      args.t = t_;
+      args.grad_scale = st.clip_scale;
+      const Shape piece{hi - lo};
+      const int64_t at = r.at + (lo - r.begin);  // in the shard buffers
+      be.adamw(params.slice(lo - r.begin, piece), master_.empty() ? Tensor{} : master_.slice(at, piece),
+               m_.slice(at, piece), v_.slice(at, piece), grads.slice(at, piece), args);
+    }
   }
   return st;
 }

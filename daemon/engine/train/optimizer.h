@@ -1,7 +1,8 @@
 // AdamW over a model's parameter table, with global-norm gradient clipping; its learning
 // rate per step comes from the schedule (lr_schedule.h). Under ZeRO
 // (model->shard().stage >= 1) it keeps the moments (and master weights) of the rank's shard
-// only and steps model->shard_params() with model->shard_grads().
+// only, laid out as the shard buffers (ShardOptions::ranges one after the other), and steps
+// each run's parameters with model->shard_grads().
 #pragma once
 
 #include <cstdint>
@@ -39,7 +40,8 @@ class AdamW {
   // gradient.
   OptimizerStepStats step(float lr);
   int64_t steps_taken() const { return t_; }
-  // Checkpointing: the first and second moments (flat, table layout, F32) and the step
+  // Checkpointing: the first and second moments (F32: the flat table layout, or under ZeRO
+  // the shard buffers' layout) and the step
   // count t that bias correction uses; a restore writes the moments and sets t.
   const Tensor& exp_avg() const { return m_; }
   const Tensor& exp_avg_sq() const { return v_; }

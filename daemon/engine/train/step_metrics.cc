@@ -1,8 +1,14 @@
 // See step_metrics.h.
 #include "engine/train/step_metrics.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
 
 #include <fmt/format.h>
 
@@ -10,7 +16,9 @@ namespace partrain::engine::train {
 
 namespace {
 
-bool parallel(const StepMetrics& m) { return m.dp > 1 || m.tp > 1 || m.pp > 1 || m.collectives > 0; }
+bool parallel(const StepMetrics& m) {
+  return m.dp > 1 || m.tp > 1 || m.pp > 1 || m.cp > 1 || m.collectives > 0;
+}
 
 }  // namespace
 
@@ -52,6 +60,7 @@ std::string metrics_json(const StepMetrics& m) {
                         "\"collectives\":{},\"dp\":{}", m.comm_ms, m.exposed_ms, share,
                         m.collectives, m.dp);
     if (m.tp > 1) line += fmt::format(",\"tp\":{}", m.tp);
+    if (m.cp > 1) line += fmt::format(",\"cp\":{}", m.cp);
     for (int a = 0; a < kNumCommAxes; ++a) {
       const AxisComm& x = m.axes[static_cast<size_t>(a)];
       if (x.collectives == 0) continue;
@@ -121,17 +130,48 @@ Status write_tensorboard(metrics::TbWriter& tb, const StepMetrics& m) {
   return tb.flush();
 }
 
+void write_pending_metrics(const std::string& path, const std::string& line) {
+  std::ofstream(path + ".pending", std::ios::trunc) << line << '\n';
+}
+
 Status open_metrics(const std::string& path, int64_t resumed_at, std::ofstream* out) {
+  const std::string key = "{\"step\":", marker = "\"resumed_at_step\":";
+  auto step_of = [&key](const std::string& line) {
+    return line.rfind(key, 0) == 0 ? std::atoll(line.c_str() + key.size()) : -1;
+  };
+  // The last step a reader of the file takes as written: a restart marker replaces the
+  // lines of steps after its resume point.
+  int64_t last = -1;
+  bool written = false;
+  {
+    std::ifstream in(path);
+    for (std::string line; std::getline(in, line);) {
+      written = written || !line.empty();
+      if (const int64_t s = step_of(line); s >= 0) {
+        last = s;
+      } else if (const size_t at = line.find(marker); at != std::string::npos) {
+        last = std::min<int64_t>(last, std::atoll(line.c_str() + at + marker.size()));
+      }
+    }
+  }
+  // The process died after the step's checkpoint committed but before its line: the
+  // pending copy written before the save has it; it goes in before the restart marker.
+  std::string fill;
+  if (resumed_at > 0 && last < resumed_at) {
+    std::ifstream pending(path + ".pending");
+    if (std::string line; std::getline(pending, line) && step_of(line) == resumed_at) fill = line;
+  }
   std::error_code ec;
-  const bool restart = std::filesystem::file_size(path, ec) > 0 && !ec;
+  std::filesystem::remove(path + ".pending", ec);
   out->open(path, std::ios::app);
   if (!*out) return Status::io_error(path + ": cannot open for appending");
-  if (restart) {
+  if (!fill.empty()) *out << fill << '\n';
+  if (written) {
     // The same wall clock as the step lines' `time`: seconds since the Unix epoch.
     const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
     *out << fmt::format("{{\"event\":\"restart\",\"resumed_at_step\":{},\"time\":{:.3f}}}\n", resumed_at, now);
-    out->flush();
   }
+  out->flush();
   return Status::ok();
 }
 

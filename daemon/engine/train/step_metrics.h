@@ -26,8 +26,9 @@ inline const char* comm_axis_name(CommAxis a) {
 }
 
 // One axis' collectives in a step. comm_ms: the time they took (dp: first started to last
-// finished; tp: the time inside them); exposed_ms: the part this rank waited for them,
-// not hidden behind compute (<= comm_ms).
+// finished; tp: the time inside them; cp: the time K/V transfers were in flight, each from
+// its start to the end of its wait); exposed_ms: the part this rank waited for them, not hidden behind compute
+// (<= comm_ms).
 struct AxisComm {
   double comm_ms = 0, exposed_ms = 0;
   int collectives = 0;
@@ -44,7 +45,7 @@ struct StepMetrics {
   double step_ms = 0, fwd_ms = 0, bwd_ms = 0, opt_ms = 0;
   double data_ms = 0;      // reading the step's samples (the data-loading share of step_ms)
   // The layout's degrees, for the keys that only a parallel run writes.
-  int dp = 1, tp = 1, pp = 1, ep = 1;
+  int dp = 1, tp = 1, pp = 1, ep = 1, cp = 1;
   // Collectives of the step, per axis and in total: comm_ms, exposed_ms and collectives
   // are the sums over the axes (add_comm keeps them so).
   std::array<AxisComm, kNumCommAxes> axes{};
@@ -96,7 +97,11 @@ Status write_tensorboard(metrics::TbWriter& tb, const StepMetrics& m);
 // wall-clock `time` as the step lines (seconds since the Unix epoch),
 //   {"event":"restart","resumed_at_step":20,"time":1769860800.000}
 // and a reader takes the lines of steps after 20 written before the marker (a crash's,
-// after its last checkpoint) as replaced by the lines that follow it.
+// after its last checkpoint) as replaced by the lines that follow it. A step's line is
+// written after its save (it reports the save), so a crash between the commit and the line
+// would leave a hole at the resumed step: the line as it stood before the save
+// (write_pending_metrics, PATH.pending) is appended first, before the marker.
 Status open_metrics(const std::string& path, int64_t resumed_at, std::ofstream* out);
+void write_pending_metrics(const std::string& path, const std::string& line);
 
 }  // namespace partrain::engine::train

@@ -94,17 +94,19 @@ Status Trainer::open_validation() {
 Status Trainer::create_parts() {
   const std::vector<model::StageOptions> stages =
       o_.stages.empty() ? std::vector<model::StageOptions>{model::StageOptions{}} : o_.stages;
-  int64_t view_offset = 0;
+  std::array<int64_t, model::kNumViews> view_offset{};
   for (const model::StageOptions& stage : stages) {
     ModelPart part;
     part.view_offset = view_offset;
-    const int64_t numel = model::build_stage_table(o_.model, o_.tp, o_.ep, stage).total();
+    part.views = model::PartViews(model::build_stage_table(o_.model, o_.tp, o_.ep, stage), o_.ep.size > 1);
     Result<std::unique_ptr<model::Model>> m =
         model::Model::create(o_.model, backend_.get(), o_.train.micro_batch, o_.train.seed,
-                             shard_of_part(o_.shard, view_offset, numel), o_.tp, o_.ep, stage);
+                             shard_of_part(o_.shard, part.views, view_offset), o_.tp, o_.ep, stage, o_.cp);
     if (!m) return m.status();
     part.model = std::move(m).value();
-    view_offset += numel;
+    for (int v = 0; v < model::kNumViews; ++v) {
+      view_offset[static_cast<size_t>(v)] += part.views.size(static_cast<model::View>(v));
+    }
     Result<std::unique_ptr<AdamW>> opt = AdamW::create(part.model.get(), o_.train);
     if (!opt) return opt.status();
     part.opt = std::move(opt).value();
@@ -113,11 +115,20 @@ Status Trainer::create_parts() {
   return Status::ok();
 }
 
-model::ShardOptions shard_of_part(const model::ShardOptions& shard, int64_t view_offset, int64_t numel) {
-  model::ShardOptions s = shard;
+model::ShardOptions shard_of_part(const model::ViewShards& shard, const model::PartViews& views,
+                                  const std::array<int64_t, model::kNumViews>& view_offset) {
+  model::ShardOptions s;
+  s.stage = shard.stage;
+  s.prefetch = shard.prefetch;
   if (s.stage == 0) return s;
-  s.begin = std::clamp<int64_t>(shard.begin - view_offset, 0, numel);
-  s.end = std::clamp<int64_t>(shard.end - view_offset, s.begin, numel);
+  for (int v = 0; v < model::kNumViews; ++v) {
+    const size_t i = static_cast<size_t>(v);
+    const model::FlatRange& r = shard.view[i];
+    for (const model::FlatRange& f : views.flat_ranges(static_cast<model::View>(v), r.begin - view_offset[i],
+                                                       r.end - view_offset[i])) {
+      s.ranges.push_back(f);
+    }
+  }
   return s;
 }
 
@@ -136,7 +147,7 @@ Trainer::~Trainer() {
   }
 }
 
-model::MicroBatch Trainer::read_micro_batch(int k, StepMetrics* m) {
+Result<model::MicroBatch> Trainer::read_micro_batch(int k, StepMetrics* m) {
   // Micro-batch k of dp rank d reads step*G + (k*D + d)*mb ..: the union over the D ranks
   // is the one-rank batch, and each sample keeps its dropout stream.
   const TrainOptions& tr = o_.train;
@@ -145,19 +156,20 @@ model::MicroBatch Trainer::read_micro_batch(int k, StepMetrics* m) {
   const auto t0 = Clock::now();
   {
     trace::Span span("data", trace::Lane::kCompute, k);
-    data::read_samples(*data_, *sampler_, first, tr.micro_batch, o_.model.seq_len, inputs_.data(),
-                       targets_.data());
+    PARTRAIN_RETURN_IF_ERROR(data::read_samples(*data_, *sampler_, first, tr.micro_batch, o_.model.seq_len,
+                                                inputs_.data(), targets_.data()));
   }
   m->data_ms += ms_since(t0);
-  return {inputs_.data(), targets_.data(), tr.micro_batch, first, step_};
+  return model::MicroBatch{inputs_.data(), targets_.data(), tr.micro_batch, first, step_};
 }
 
-model::MicroBatch Trainer::read_eval_batch(int j) {
+Result<model::MicroBatch> Trainer::read_eval_batch(int j) {
   const int b = o_.train.micro_batch, T = o_.model.seq_len;
   const uint64_t first = (static_cast<uint64_t>(j) * o_.dp + o_.dp_rank) * b;
   for (int i = 0; i < b; ++i) {
     const size_t at = static_cast<size_t>(i) * T;
-    val_->read_window((first + i) % val_->num_windows(), inputs_.data() + at, targets_.data() + at);
+    PARTRAIN_RETURN_IF_ERROR(
+        val_->read_window((first + i) % val_->num_windows(), inputs_.data() + at, targets_.data() + at));
   }
   model::MicroBatch batch{inputs_.data(), targets_.data(), b, first, step_};
   batch.train = false;
@@ -170,7 +182,9 @@ Status SequentialMicroBatches::run(Trainer& t, StepMetrics* m, double* loss, dou
   StepHooks* hooks = t.hooks();
   const int accum = t.grad_accum();
   for (int k = 0; k < accum; ++k) {
-    const model::MicroBatch batch = t.read_micro_batch(k, m);
+    Result<model::MicroBatch> read = t.read_micro_batch(k, m);
+    if (!read) return read.status();
+    const model::MicroBatch& batch = *read;
     auto t0 = Clock::now();
     std::optional<trace::Span> span(std::in_place, "forward", trace::Lane::kCompute, k);
     Result<model::LossParts> parts = model.forward(batch);
@@ -200,7 +214,9 @@ Status SequentialMicroBatches::run(Trainer& t, StepMetrics* m, double* loss, dou
 
 Status SequentialMicroBatches::evaluate(Trainer& t, int count, double* ce) {
   for (int j = 0; j < count; ++j) {
-    Result<model::LossParts> parts = t.model().forward(t.read_eval_batch(j));
+    Result<model::MicroBatch> batch = t.read_eval_batch(j);
+    if (!batch) return batch.status();
+    Result<model::LossParts> parts = t.model().forward(*batch);
     if (!parts) return parts.status();
     *ce += parts->ce;
   }
@@ -262,6 +278,7 @@ Result<StepMetrics> Trainer::step() {
   m.tp = o_.tp.size;
   m.pp = o_.pp;
   m.ep = o_.ep.size;
+  m.cp = o_.cp.size;
   // The layout's collectives make the gradients, loss, routing and stop flag the global
   // batch's and the group's.
   stop_ = o_.stop != nullptr && o_.stop->load();
@@ -401,6 +418,7 @@ Status Trainer::run() {
     if (!m) return m.status();
     // stop_ is the group's decision (reduce_loss), the same on every rank.
     const bool final = stop_ || m->step == tr.steps;
+    if (save_hook_ != nullptr && metrics.is_open()) write_pending_metrics(o_.run_dir + "/metrics.jsonl", metrics_json(*m));
     if (save_hook_ != nullptr) PARTRAIN_RETURN_IF_ERROR(save_hook_->after_step(*this, final, &*m));
     // After the checkpoint, and not when stopping: a preempted job's grace time is for saving.
     const bool stopping_early = stop_ && m->step < tr.steps;

@@ -16,6 +16,7 @@
 // over the ranks is the one-rank batch and every layout learns the same.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -48,14 +49,17 @@ struct RunOptions {
   // is the per-rank micro-batch. One rank: dp 1, dp_rank 0.
   int dp = 1;
   int dp_rank = 0;
-  // ZeRO: what this rank keeps only as its shard (the worker's data plugin decides), as a
-  // range of the parts' flat buffers laid one after the other (the data plugin's view);
-  // each part keeps the piece of it that falls in its own buffer (shard_of_part).
-  model::ShardOptions shard;
+  // ZeRO: what this rank keeps only as its shard (the worker's data plugins decide), as a
+  // range of each view (model/shard_views.h) of the parts laid one after the other; each
+  // part keeps the pieces that fall in its own buffer (shard_of_part).
+  model::ViewShards shard;
   // Tensor parallel: this rank's coordinate and the group (the worker sets the comm).
   model::TensorOptions tp;
   // Expert parallel: this rank's coordinate and the ep group (the worker sets the comm).
   model::ExpertOptions ep;
+  // Context parallel: this rank's coordinate on the cp axis (the worker sets the comm). Its
+  // micro-batches are the dp rank's whole sequences; the model picks its chunks of them.
+  model::ContextOptions cp;
   // Pipeline parallel: the stages (chunks) this rank holds, one model part each, in chunk
   // order; empty = the whole model as one part. pp is the stage count, for the metrics.
   std::vector<model::StageOptions> stages;
@@ -76,14 +80,17 @@ struct RunOptions {
 struct ModelPart {
   std::unique_ptr<model::Model> model;
   std::unique_ptr<AdamW> opt;
-  int64_t view_offset = 0;  // where its flat buffer starts in the parts' view (the data plugin's)
+  model::PartViews views;  // its tensors in the data plugins' views
+  // Where its tensors start in each view of the parts (the data plugins'), per View.
+  std::array<int64_t, model::kNumViews> view_offset{};
 };
 
-// The piece of `shard` (a range of the parts' view) that falls in a part of `numel`
-// elements starting at `view_offset`, in the part's own coordinates; empty (begin == end)
-// when the shard misses the part. E.g. view shard [100, 250) on parts of 120 and 200:
-// part 0 keeps [100, 120), part 1 [0, 130).
-model::ShardOptions shard_of_part(const model::ShardOptions& shard, int64_t view_offset, int64_t numel);
+// The pieces of `shard` (a range of each view of the parts) that fall in a part whose views
+// are `views`, starting at `view_offset` in the parts' views, as the part's flat ranges: the
+// dense view's first, then the experts'. Empty when the shard misses the part. E.g. one view,
+// shard [100, 250) on parts of 120 and 200 elements: part 0 keeps [100, 120), part 1 [0, 130).
+model::ShardOptions shard_of_part(const model::ViewShards& shard, const model::PartViews& views,
+                                  const std::array<int64_t, model::kNumViews>& view_offset);
 
 class Trainer {
  public:
@@ -110,11 +117,11 @@ class Trainer {
 
   // Micro-batch k of the current step, read into the trainer's input buffers (valid until
   // the next call); its read time joins m->data_ms.
-  model::MicroBatch read_micro_batch(int k, StepMetrics* m);
+  Result<model::MicroBatch> read_micro_batch(int k, StepMetrics* m);
   // This rank's validation micro-batch j (0 .. eval_micro_batches()): global samples
   // (j*D + d)*b .. + b - 1 of the held-out shards, window = sample mod their windows,
   // in order; evaluation mode (no dropout). Valid until the next read.
-  model::MicroBatch read_eval_batch(int j);
+  Result<model::MicroBatch> read_eval_batch(int j);
   int eval_micro_batches() const { return o_.data.eval_batches * accum_; }
 
   std::vector<ModelPart>& parts() { return parts_; }

@@ -96,7 +96,7 @@ std::string open_error(const std::vector<std::string>& files, const std::string&
 // Window w of T: inputs = tokens w(T+1) .. w(T+1)+T-1, targets one further.
 void expect_window(const TokenDataset& ds, uint64_t w, int T, uint32_t first_token) {
   std::vector<int32_t> in(T), tg(T);
-  ds.read_window(w, in.data(), tg.data());
+  ASSERT_TRUE(ds.read_window(w, in.data(), tg.data()).is_ok());
   for (int i = 0; i < T; ++i) {
     EXPECT_EQ(in[i], static_cast<int32_t>(first_token + w * (T + 1) + i)) << "w=" << w << " i=" << i;
     EXPECT_EQ(tg[i], static_cast<int32_t>(first_token + w * (T + 1) + i + 1)) << "w=" << w << " i=" << i;
@@ -334,7 +334,7 @@ TEST(ExampleCorpus, ShardsAreByteLevelEnglishText) {
     std::vector<int32_t> in(64), tg(64);
     uint64_t printable = 0, seen = 0;
     for (uint64_t w = 0; w < ds->num_windows(); w += 7) {
-      ds->read_window(w, in.data(), tg.data());
+      ASSERT_TRUE(ds->read_window(w, in.data(), tg.data()).is_ok());
       for (int32_t t : in) printable += (t == '\n' || (t >= 32 && t < 127)), ++seen;
     }
     EXPECT_GT(static_cast<double>(printable) / static_cast<double>(seen), 0.99) << name;

@@ -91,7 +91,7 @@ TEST_F(MixtureData, SourcesWalkTheirOwnEpochs) {
   std::vector<int32_t> in(kT), tgt(kT);
   std::vector<std::vector<int>> windows(2);
   for (uint64_t g = 0; g < 4096; ++g) {
-    data_->read_sample(sampler, g, in.data(), tgt.data());
+    ASSERT_TRUE(data_->read_sample(sampler, g, in.data(), tgt.data()).is_ok());
     const int source = in[0] / 1000, window = (in[0] % 1000) / (kT + 1);
     ASSERT_EQ(tgt[0], in[0] + 1);
     windows[static_cast<size_t>(source)].push_back(window);
@@ -112,11 +112,11 @@ TEST_F(MixtureData, AnySlicingReadsTheSameSamples) {
   const Sampler sampler(data_->num_windows(), 99);
   const int count = 48;
   std::vector<int32_t> whole_in(count * kT), whole_tgt(count * kT);
-  read_samples(*data_, sampler, 1000, count, kT, whole_in.data(), whole_tgt.data());
+  ASSERT_TRUE(read_samples(*data_, sampler, 1000, count, kT, whole_in.data(), whole_tgt.data()).is_ok());
   for (int slice : {1, 4, 16}) {
     std::vector<int32_t> in(count * kT), tgt(count * kT);
     for (int k = 0; k < count; k += slice)
-      read_samples(*data_, sampler, 1000 + k, slice, kT, in.data() + k * kT, tgt.data() + k * kT);
+      ASSERT_TRUE(read_samples(*data_, sampler, 1000 + k, slice, kT, in.data() + k * kT, tgt.data() + k * kT).is_ok());
     EXPECT_EQ(in, whole_in) << "slices of " << slice;
     EXPECT_EQ(tgt, whole_tgt) << "slices of " << slice;
   }

@@ -119,7 +119,7 @@ TEST_F(ReadSamples, AnySlicingGivesTheSameGlobalBatch) {
   const uint64_t first = 30;  // crosses the epoch boundary at 37
   const int count = 16;
   std::vector<int32_t> in(count * kT), tg(count * kT);
-  read_samples(*dataset_, sampler, first, count, kT, in.data(), tg.data());
+  ASSERT_TRUE(read_samples(*dataset_, sampler, first, count, kT, in.data(), tg.data()).is_ok());
 
   // What a sample must hold, from the sampler and the layout of the file.
   for (int k = 0; k < count; ++k) {
@@ -134,8 +134,8 @@ TEST_F(ReadSamples, AnySlicingGivesTheSameGlobalBatch) {
     std::vector<int32_t> in2(count * kT), tg2(count * kT);
     const int per = count / dp;
     for (int r = 0; r < dp; ++r)
-      read_samples(*dataset_, sampler, first + r * per, per, kT, in2.data() + r * per * kT,
-                   tg2.data() + r * per * kT);
+      ASSERT_TRUE(read_samples(*dataset_, sampler, first + r * per, per, kT, in2.data() + r * per * kT,
+                               tg2.data() + r * per * kT).is_ok());
     EXPECT_EQ(in2, in) << "dp=" << dp;
     EXPECT_EQ(tg2, tg) << "dp=" << dp;
   }
@@ -145,7 +145,7 @@ TEST_F(ReadSamples, EpochCoversEveryWindowOnce) {
   Sampler sampler(dataset_->num_windows(), 5);
   const int n = static_cast<int>(kWindows);
   std::vector<int32_t> in(n * kT), tg(n * kT);
-  read_samples(*dataset_, sampler, kWindows * 2, n, kT, in.data(), tg.data());
+  ASSERT_TRUE(read_samples(*dataset_, sampler, kWindows * 2, n, kT, in.data(), tg.data()).is_ok());
   std::vector<uint64_t> windows;
   for (int k = 0; k < n; ++k) windows.push_back(static_cast<uint64_t>(in[k * kT]) / (kT + 1));
   EXPECT_TRUE(is_permutation_of_range(windows));

@@ -22,7 +22,6 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 
 try:
@@ -34,6 +33,7 @@ except ImportError:
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import safetensors_min  # noqa: E402
 import torch_reference  # noqa: E402
+from run_cli import run  # noqa: E402
 
 JOBS = {
     "gpt2": """[model]
@@ -72,14 +72,6 @@ lr = 1e-2
 warmup_steps = 1
 """
 MAX_SHARD = 40_000  # bytes: several shards for these models
-
-
-def run(cmd, **kw):
-    r = subprocess.run(cmd, capture_output=True, text=True, **kw)
-    if r.returncode != 0:
-        print("FAIL:", " ".join(cmd), "\n", r.stdout, r.stderr)
-        sys.exit(1)
-    return r.stdout
 
 
 def reference_config(hf):

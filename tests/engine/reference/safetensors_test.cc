@@ -17,17 +17,14 @@
 
 #include "engine/io/json.h"
 #include "engine/io/safetensors.h"
+#include "test_util.h"
 
 namespace partrain::engine::io {
 namespace {
 
+// A scratch folder (tests/test_util.h) that can list its files.
 class TempDir {
  public:
-  TempDir() {
-    char tmpl[] = "/tmp/partrain-st-test-XXXXXX";
-    path_ = mkdtemp(tmpl);
-  }
-  ~TempDir() { std::system(("rm -rf '" + path_ + "'").c_str()); }
   std::string file(const std::string& name) const { return path_ + "/" + name; }
   const std::string& path() const { return path_; }
   // Names in the folder (to see that no temp file was left behind).
@@ -41,7 +38,8 @@ class TempDir {
   }
 
  private:
-  std::string path_;
+  const partrain::testing::ScratchDir dir_{"partrain-st-test"};
+  const std::string path_ = dir_.path().string();
 };
 
 template <typename T>
@@ -219,9 +217,11 @@ TEST(SafetensorsMalformed, EveryCheckNamesTheFile) {
   EXPECT_EQ(read_error(dir, file_bytes("[1]", "")),
             p + "the header does not start with '{'; not a safetensors file");
   EXPECT_EQ(read_error(dir, file_bytes("{" + ok_entry + ",}", f32x2)),
-            p + "malformed header: JSON: expected a string key at byte 54, found '}'");
+            p + "malformed header: JSON: syntax error while parsing object key - unexpected '}'; expected string "
+                "literal (at byte 54)");
   EXPECT_EQ(read_error(dir, file_bytes("{" + ok_entry, f32x2)),
-            p + "malformed header: JSON: expected ',' or '}' at byte 53, found the end");
+            p + "malformed header: JSON: syntax error while parsing object - unexpected end of input; expected '}' "
+                "(at byte 53)");
   EXPECT_EQ(read_error(dir, file_bytes(R"({"a":{"dtype":"F32","shape":[2]}})", f32x2)),
             p + "tensor 'a': the entry needs dtype, shape and data_offsets");
   EXPECT_EQ(read_error(dir, file_bytes(R"({"a":{"dtype":"F64","shape":[1],"data_offsets":[0,8]}})", f32x2)),
@@ -251,7 +251,8 @@ TEST(SafetensorsMalformed, EveryCheckNamesTheFile) {
   EXPECT_EQ(read_error(dir, file_bytes(R"({"a":[1]})", "")),
             p + "tensor 'a': the header entry is not a JSON object");
   EXPECT_EQ(read_error(dir, file_bytes("{\"a\x01\":1}", "")),
-            p + "malformed header: JSON: expected no control character inside a string at byte 3, found byte 0x01");
+            p + "malformed header: JSON: syntax error while parsing object key - invalid string: control character "
+                "U+0001 (SOH) must be escaped to \\u0001; expected string literal (at byte 3)");
 
   auto missing = read_safetensors(dir.file("absent.safetensors"));
   ASSERT_FALSE(missing.is_ok());
@@ -280,6 +281,14 @@ TEST(Json, ParsesWhatHeadersUse) {
     EXPECT_FALSE(parse_json(bad).is_ok()) << bad;
   std::string deep(100, '[');
   EXPECT_FALSE(parse_json(deep + std::string(100, ']')).is_ok());
+  EXPECT_TRUE(parse_json(std::string(64, '[') + std::string(64, ']')).is_ok());  // the limit: 64 levels
+  EXPECT_EQ(parse_json(std::string(65, '[') + std::string(65, ']')).status().message(),
+            "JSON: more than 64 levels of nesting");
+  EXPECT_FALSE(parse_json("\"\xff\xfe\"").is_ok());  // not UTF-8
+  // A hostile megabyte string token is not repeated in the one-line message.
+  const Status long_token = parse_json("{\"" + std::string(1 << 20, 'k') + "\x01\":1}").status();
+  EXPECT_LT(long_token.message().size(), 300u) << long_token.message().substr(0, 400);
+  EXPECT_NE(long_token.message().find("(at byte 1048578)"), std::string::npos) << long_token.message().substr(0, 400);
   std::string out;
   append_json_string("a\"\\\n\x01", &out);
   EXPECT_EQ(out, "\"a\\\"\\\\\\n\\u0001\"");

@@ -14,7 +14,6 @@ import os
 import re
 import shutil
 import struct
-import subprocess
 import sys
 
 try:
@@ -26,16 +25,9 @@ except ImportError:
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import safetensors_min  # noqa: E402
 import torch_reference  # noqa: E402
+from run_cli import run  # noqa: E402
 
 STEPS = 8
-
-
-def run(cmd, **kw):
-    r = subprocess.run(cmd, capture_output=True, text=True, **kw)
-    if r.returncode != 0:
-        print("FAIL:", " ".join(cmd), "\n", r.stdout, r.stderr)
-        sys.exit(1)
-    return r.stdout
 
 
 def read_shard(path):
