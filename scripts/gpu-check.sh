@@ -16,17 +16,21 @@
 #   JOBS=16 BATCH=16 STEPS=10 bash scripts/gpu-check.sh
 #
 # The engine (and so the CUDA backend, the model test and the benchmark's model mode) needs
-# fmt's headers. A bare GPU machine may lack them: run `bash scripts/gpu-check.sh --prepare`
-# first on a machine that has them (it copies /usr/include/fmt to out/gpu-deps/include, an
-# ignored path) and carry out/gpu-deps along. Without fmt the check still builds and runs the
-# kernels, their tests and the benchmark's kernel-level mode.
+# fmt's and nlohmann-json's headers. A bare GPU machine may lack them: run `bash
+# scripts/gpu-check.sh --prepare` first on a machine that has them (it copies /usr/include/fmt
+# and /usr/include/nlohmann to out/gpu-deps/include, an ignored path) and carry out/gpu-deps
+# along. Without fmt the check still builds and runs the kernels, their tests and the
+# benchmark's kernel-level mode.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 if [ "${1:-}" = "--prepare" ]; then
   src=${FMT_INCLUDE:-/usr/include/fmt}
+  json=${JSON_INCLUDE:-/usr/include/nlohmann}
   [ -f "$src/format.h" ] || { echo "gpu-check --prepare: no fmt headers at $src (set FMT_INCLUDE)"; exit 1; }
-  rm -rf out/gpu-deps && mkdir -p out/gpu-deps/include && cp -r "$src" out/gpu-deps/include/fmt
-  echo "gpu-check --prepare: out/gpu-deps/include/fmt ready; carry out/gpu-deps to the GPU machine"
+  [ -f "$json/json.hpp" ] || { echo "gpu-check --prepare: no nlohmann-json headers at $json (set JSON_INCLUDE)"; exit 1; }
+  rm -rf out/gpu-deps && mkdir -p out/gpu-deps/include
+  cp -r "$src" out/gpu-deps/include/fmt && cp -r "$json" out/gpu-deps/include/nlohmann
+  echo "gpu-check --prepare: out/gpu-deps/include/{fmt,nlohmann} ready; carry out/gpu-deps to the GPU machine"
   exit 0
 fi
 OUT=${OUT:-$PWD/out/gpu-check}

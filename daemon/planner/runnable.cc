@@ -20,7 +20,7 @@ const std::vector<StrategySupport> kStrategies = {
     {"sp", true, false},
     {"pp", true, false},
     {"ep", true, false},
-    {"cp", false, false},  // the context-parallel runtime is not installed yet
+    {"cp", true, false},
 };
 
 const StrategySupport* find(const std::string& name) {

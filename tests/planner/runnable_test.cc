@@ -33,16 +33,18 @@ ParallelSpec spec(const std::string& text, int dp) {
   return s;
 }
 
-TEST(PlannerRunnable, CpuRanksRunEveryStrategyButCp) {
+TEST(PlannerRunnable, CpuRanksRunEveryStrategy) {
   const config::JobConfig job = tiny();
   for (const char* s : {"dp4", "dp4,zero1", "dp4,zero2", "dp4,zero3", "tp2,dp2", "tp2,pp2", "pp2,dp2,sched=interleaved:2",
-                        "pp2,dp2,zero1", "pp2,dp2,zero3"}) {
+                        "pp2,dp2,zero1", "pp2,dp2,zero3", "cp2,dp2", "cp2,tp2"}) {
     const ParallelSpec p = *parse_spec(s);
-    EXPECT_TRUE(runnable(spec(s, p.dp.value_or(1)), job, "cpu").is_ok()) << s;
+    const Status st = runnable(spec(s, p.dp.value_or(1)), job, "cpu");
+    EXPECT_TRUE(st.is_ok()) << s << ": " << st.message();
   }
-  const Status cp = runnable(spec("cp2,dp2", 2), job, "cpu");
+  // cp on GPU ranks is refused, in the agent's words.
+  const Status cp = runnable(spec("cp2,dp2", 2), job, "cuda");
   ASSERT_FALSE(cp.is_ok());
-  EXPECT_NE(cp.message().find("cp"), std::string::npos) << cp.message();
+  EXPECT_NE(cp.message().find("context parallelism runs on CPU ranks"), std::string::npos) << cp.message();
 }
 
 TEST(PlannerRunnable, GpuRanksRunPlainDataParallelOnly) {

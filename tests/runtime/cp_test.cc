@@ -21,7 +21,7 @@
 
 namespace {
 
-using namespace partrain::testing_runtime;
+using namespace partrain::testing;
 
 const std::string kLlama = std::string(PARTRAIN_SOURCE_DIR) + "/etc/examples/llama-tiny.toml";
 const std::string kMoe = std::string(PARTRAIN_SOURCE_DIR) + "/etc/examples/moe-tiny.toml";

@@ -15,7 +15,7 @@
 
 namespace {
 
-using namespace partrain::testing_runtime;
+using namespace partrain::testing;
 
 constexpr int kSteps = 6;
 

@@ -3,10 +3,10 @@
 # tested against, tests/gpu and bench/gpu. Needs a C++ compiler, CMake and the CUDA toolkit;
 # everything else is optional:
 #   - OpenBLAS: else tests/gpu/cblas_fallback (a reference sgemm) stands in.
-#   - fmt (the logger's and the engine's one dependency), header-only, first found of: a system
-#     package; $PARTRAIN_GPU_DEPS_DIR/include/fmt (default out/gpu-deps, filled by
-#     `scripts/gpu-check.sh --prepare` from this machine's /usr/include/fmt and carried to the
-#     GPU machine); the copy PyTorch's wheel may ship (torch/include/fmt). Without fmt only the
+#   - fmt and nlohmann-json (the engine's dependencies), header-only, first found of: a system
+#     package; $PARTRAIN_GPU_DEPS_DIR/include/{fmt,nlohmann} (default out/gpu-deps, filled by
+#     `scripts/gpu-check.sh --prepare` from this machine's /usr/include and carried to the
+#     GPU machine); the copies PyTorch's wheel may ship (torch/include). Without them only the
 #     kernels and their tests build (no CudaBackend, no model, bench in layers mode only).
 #   - GoogleTest: never used here; tests/gpu/gpu_test.h has a stand-in.
 # -DPARTRAIN_GPU_ONLY_MINIMAL=ON ignores every optional dependency: kernels and their tests
@@ -76,9 +76,29 @@ if(NOT TARGET fmt::fmt AND NOT PARTRAIN_GPU_ONLY_MINIMAL)
   endif()
 endif()
 
-if(TARGET fmt::fmt)
-  # The whole engine: CPU kernels and backend, CUDA kernels and backend, model, optimizer.
+# nlohmann-json (the engine's safetensors and JSON reader), header-only: a system package, the
+# carried copy, or PyTorch's wheel's.
+if(NOT PARTRAIN_GPU_ONLY_MINIMAL)
+  find_package(nlohmann_json 3.10 QUIET)
+  if(NOT TARGET nlohmann_json::nlohmann_json)
+    foreach(dir ${PARTRAIN_GPU_DEPS_DIR}/include ${partrain_torch_include})
+      if(dir AND EXISTS ${dir}/nlohmann/json.hpp)
+        set(partrain_json_copy ${CMAKE_BINARY_DIR}/json/include)
+        file(COPY ${dir}/nlohmann DESTINATION ${partrain_json_copy})
+        add_library(nlohmann_json::nlohmann_json INTERFACE IMPORTED GLOBAL)
+        target_include_directories(nlohmann_json::nlohmann_json SYSTEM INTERFACE ${partrain_json_copy})
+        message(STATUS "partrain (gpu-only): nlohmann-json headers from ${dir}")
+        break()
+      endif()
+    endforeach()
+  endif()
+endif()
+
+if(TARGET fmt::fmt AND TARGET nlohmann_json::nlohmann_json)
+  # The whole engine: CPU kernels and backend, CUDA kernels and backend, model, optimizer,
+  # and the metrics writer the trainer uses.
   add_subdirectory(daemon/common)
+  add_subdirectory(daemon/metrics)
   add_subdirectory(daemon/engine)
   message(STATUS "partrain (gpu-only): engine, CUDA backend, kernel/backend/model tests, bench")
 else()
@@ -94,7 +114,7 @@ else()
                         PRIVATE partrain_warnings)
   target_compile_options(partrain_engine_kernels_cpu PRIVATE -O3 -fno-math-errno)
   add_subdirectory(daemon/engine/cuda)
-  message(STATUS "partrain (gpu-only): no fmt; CUDA kernels and kernel tests only")
+  message(STATUS "partrain (gpu-only): no fmt or nlohmann-json; CUDA kernels and kernel tests only")
 endif()
 
 add_subdirectory(tests/gpu)
