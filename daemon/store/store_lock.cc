@@ -155,9 +155,11 @@ Result<bool> break_stale_lock(const std::string& db_path, const Liveness& live) 
                                       owner->job == "-" ? "" : fmt::format(", Slurm job {} restart {}", owner->job,
                                                                            owner->restart));
   if (!owner_gone(*owner, this_process(), live)) {
+    // Worded as from_rocks (state_store.cc) words a lock with no owner record beside it.
     return Status::invalid(fmt::format(
-        "{}: in use by another partrain run ({}); only one coordinator may open a state store: stop that run, or "
-        "give this job another [checkpoint] dir or run_dir", db_path, who));
+        "{}: in use by another partrain run (pid {}) on {}{}; only one coordinator may open a state store: stop "
+        "that run, or give this job another [checkpoint] dir or run_dir", db_path, owner->pid, owner->host,
+        owner->job == "-" ? "" : fmt::format(", Slurm job {} restart {}", owner->job, owner->restart)));
   }
   const std::string lock = db_path + "/LOCK";
   const std::string aside = fmt::format("{}.stale-{}", lock, static_cast<long long>(::time(nullptr)));
