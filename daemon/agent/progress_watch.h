@@ -5,11 +5,15 @@
 // naming it (supervise.h), instead of waiting out Gloo's or NCCL's own timeouts.
 //
 // A rank is watched from its first line on (start-up, rendezvous and a checkpoint restore
-// are bounded by their own timeouts), and only while it runs. When several ranks are
-// silent the one silent longest is named: a stopped rank goes quiet first, the peers that
-// wait for it in a collective after. Worked example, timeout 60 s: rank 1 stopped in step 7
-// while in "backward" at t = 100 s, rank 0 waiting in "wait for gradient sync" since
-// t = 100.4 s; at t = 160 s stalled() names rank 1, step 7, backward, silent 60 s.
+// are bounded by their own timeouts), and only while it runs. Once one rank is past the
+// timeout, the rank named is, among those silent for over half of it, first one the caller
+// calls a suspect (supervise.cc: a process stopped or in uninterruptible sleep, read from
+// /proc), then the one silent longest: a stopped rank goes quiet, and the peers that wait
+// for it in a collective go quiet too, sometimes before it if they reached the collective
+// first. Worked example, timeout 60 s: rank 0 waiting in "wait for gradient sync" since
+// t = 100 s, rank 1 stopped (SIGSTOP) in the same phase at t = 100.4 s; at t = 160.1 s
+// both are silent for over 30 s, rank 1 is a suspect, so stalled() names rank 1, step 7,
+// silent 59.7 s. Without suspects it would name rank 0, silent longest.
 #pragma once
 
 #include <chrono>
@@ -36,19 +40,30 @@ class ProgressWatch {
     std::string step, phase;    // of its last line
     std::chrono::milliseconds silent{0};
   };
-  // The watched rank (among those `running` says run) silent for longer than `timeout`,
-  // the longest silent first; nullopt when none.
-  template <typename Running>
-  std::optional<Stall> stalled(std::chrono::milliseconds timeout, Running running, Clock::time_point now) const {
+  // The watched rank (among those `running` says run) to blame once one is silent for longer
+  // than `timeout`: a `suspect` silent for over timeout / 2 first, else the longest silent;
+  // nullopt while none is past the timeout.
+  template <typename Running, typename Suspect>
+  std::optional<Stall> stalled(std::chrono::milliseconds timeout, Running running, Clock::time_point now,
+                               Suspect suspect) const {
     std::optional<Stall> worst;
+    bool worst_suspect = false, past = false;
     for (size_t i = 0; i < entries_.size(); ++i) {
       const Entry& e = entries_[i];
       if (!e.reported || !running(i)) continue;
       const auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(now - e.at);
-      if (silent <= timeout || (worst && worst->silent >= silent)) continue;
+      if (silent * 2 <= timeout) continue;
+      past = past || silent > timeout;
+      const bool is_suspect = suspect(i);
+      if (worst && (worst_suspect > is_suspect || (worst_suspect == is_suspect && worst->silent >= silent))) continue;
       worst = Stall{e.rank, e.step, e.phase, silent};
+      worst_suspect = is_suspect;
     }
-    return worst;
+    return past ? worst : std::nullopt;
+  }
+  template <typename Running>
+  std::optional<Stall> stalled(std::chrono::milliseconds timeout, Running running, Clock::time_point now) const {
+    return stalled(timeout, running, now, [](size_t) { return false; });
   }
 
  private:

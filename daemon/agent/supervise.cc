@@ -4,6 +4,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <fstream>
 #include <optional>
 #include <string>
 #include <thread>
@@ -22,6 +23,18 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
+
+// Whether a local worker is stopped (SIGSTOP, a debugger) or in uninterruptible sleep (a
+// hung file system), from the state field of /proc/PID/stat: the watchdog's first suspect.
+bool stopped_or_blocked(pid_t pid) {
+  std::ifstream in(fmt::format("/proc/{}/stat", pid));
+  std::string stat;
+  std::getline(in, stat);
+  const size_t paren = stat.rfind(')');  // the command name may hold spaces and parentheses
+  if (paren == std::string::npos || paren + 2 >= stat.size()) return false;
+  const char state = stat[paren + 2];
+  return state == 'T' || state == 't' || state == 'D';
+}
 
 // A bad exit: what to log, and the agent's exit code for it.
 struct Cause {
@@ -140,8 +153,9 @@ class Supervision {
     if (c_.progress_timeout.count() <= 0) return std::nullopt;
     const Clock::time_point now = Clock::now();
     watch_.drain(now);
-    std::optional<ProgressWatch::Stall> s =
-        watch_.stalled(c_.progress_timeout, [this](size_t i) { return group_.alive(i); }, now);
+    std::optional<ProgressWatch::Stall> s = watch_.stalled(
+        c_.progress_timeout, [this](size_t i) { return group_.alive(i); }, now,
+        [this](size_t i) { return stopped_or_blocked(group_.pids()[i].second); });
     if (!s) return std::nullopt;
     return Cause{fmt::format("rank {} made no progress for {} s (step {}, {}): it is stopped or hung, or waits "
                              "for a peer that is; [agent] progress_timeout is {} s",

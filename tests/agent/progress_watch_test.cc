@@ -1,6 +1,7 @@
 // The agent's watchdog (agent/progress_watch.h) on real pipes with a hand-held clock: a
 // line is progress, a partial line is not yet, a rank is watched from its first line on and
-// only while it runs, and of several silent ranks the one silent longest is named.
+// only while it runs, and of several silent ranks a suspect (stopped) is named first, then
+// the one silent longest.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -57,6 +58,21 @@ TEST(ProgressWatch, NamesTheRankSilentLongestOnceTheTimeoutPassed) {
   s = w.stalled(seconds(60), [](size_t i) { return i != 1; }, t0 + seconds(200));
   ASSERT_TRUE(s);
   EXPECT_EQ(s->rank, 0);
+  // A suspect silent for over half the timeout is named before a peer silent longer: rank 0
+  // has waited since 130 s; rank 1 said something at 201 s, then was stopped.
+  r1.say("8 wait for gradient sync\n");
+  w.drain(t0 + seconds(201));
+  auto rank1_stopped = [](size_t i) { return i == 1; };
+  s = w.stalled(seconds(60), all, t0 + seconds(240), rank1_stopped);
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->rank, 1);
+  EXPECT_EQ(s->silent, seconds(39));
+  // Not a suspect silent for half the timeout or less (rank 1: 24 s of 60) ...
+  s = w.stalled(seconds(60), all, t0 + seconds(225), rank1_stopped);
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->rank, 0);
+  // ... and nobody while no rank is past the timeout (rank 0: 110 s of 120).
+  EXPECT_FALSE(w.stalled(seconds(120), all, t0 + seconds(240), rank1_stopped));
   // Rank 5 (the third pipe) never said anything.
   EXPECT_FALSE(w.stalled(seconds(60), [](size_t i) { return i == 2; }, t0 + seconds(999)));
 }
