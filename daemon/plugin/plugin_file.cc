@@ -54,6 +54,26 @@ Status check_owner_and_mode(const std::string& path, bool is_dir) {
   return Status::ok();
 }
 
+Status check_real_plugin_file(const std::string& path) {
+  const fs::path link_dir = fs::path(path).parent_path().empty() ? fs::path(".") : fs::path(path).parent_path();
+  std::error_code ec;
+  const fs::path dir = fs::canonical(link_dir, ec);
+  if (ec) return Status::not_found(fmt::format("{}: refused: cannot resolve it ({})", link_dir.string(), ec.message()));
+  const fs::path real = fs::canonical(path, ec);
+  if (ec) return Status::not_found(fmt::format("{}: refused: cannot resolve it ({})", path, ec.message()));
+  // real must be dir/<relative> with no ".." step: inside the plugin directory.
+  const fs::path inside = real.lexically_relative(dir);
+  if (inside.empty() || *inside.begin() == "..") {
+    return Status::invalid(fmt::format("{}: refused: a link out of the plugin directory {} (to {}); copy the "
+                                       "library itself into {}", path, dir.string(), real.string(), dir.string()));
+  }
+  PARTRAIN_RETURN_IF_ERROR(check_owner_and_mode(real.string(), false));
+  for (fs::path folder = real.parent_path(); folder != dir && folder.has_relative_path(); folder = folder.parent_path()) {
+    PARTRAIN_RETURN_IF_ERROR(check_owner_and_mode(folder.string(), true));
+  }
+  return check_owner_and_mode(dir.string(), true);
+}
+
 Status check_plugin_name_text(const std::string& name, const std::string& label) {
   const bool ok = !name.empty() && name.size() <= 255 && std::all_of(name.begin(), name.end(), [](char c) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' ||

@@ -29,6 +29,13 @@ const char* family_name(int family);
 // group or others or owned by anyone but root or the current user.
 Status check_owner_and_mode(const std::string& path, bool is_dir);
 
+// Refuses (invalid, naming both paths and the fix) a plugin at `path` that is a link whose
+// real file lies outside the plugin directory (the folder `path` is in, resolved), then
+// checks the real file and every folder from its own up to the plugin directory with
+// check_owner_and_mode(): a link inside the directory to a world-writable folder is
+// refused by that folder's name, whoever owns the link.
+Status check_real_plugin_file(const std::string& path);
+
 // Refuses (invalid) a plugin name that is not [A-Za-z0-9_.-]+ (at most 255 bytes): a name
 // never reaches outside plugin_dir (PARTRAIN_DATA_PLUGIN=../elsewhere/evil is refused).
 Status check_plugin_name_text(const std::string& name, const std::string& label);

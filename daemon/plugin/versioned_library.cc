@@ -28,6 +28,7 @@ Result<VersionedTable> open_versioned(const std::string& path, const FamilyAbi& 
   const fs::path parent = fs::path(path).parent_path();
   PARTRAIN_RETURN_IF_ERROR(check_owner_and_mode(parent.empty() ? "." : parent.string(), true));
   PARTRAIN_RETURN_IF_ERROR(check_owner_and_mode(path, false));
+  PARTRAIN_RETURN_IF_ERROR(check_real_plugin_file(path));
   // Everything that can be decided from the file is decided before dlopen, which runs the
   // library's constructors: a refused plugin never runs any of its code.
   Result<std::map<std::string, ElfExport>> syms = read_elf_exports(path);

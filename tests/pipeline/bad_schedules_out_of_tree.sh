@@ -16,7 +16,7 @@ cmake=$1 build=$2 src=$3 work=$4
 test -f "$prefix/include/partrain/schedule_sdk.h"
 install -m 0755 "$work/build/deadlock.so" "$work/plugins/deadlock.so"
 install -m 0755 "$work/build/nobackward.so" "$work/plugins/nobackward.so"
-install -m 0755 "$prefix/lib/partrain/plugins/1f1b.so" "$work/plugins/1f1b.so"
+install -m 0755 "$plugindir/1f1b.so" "$work/plugins/1f1b.so"
 partrain="$prefix/bin/partrain"
 
 out=$("$partrain" plugins --site-config "$work/site.toml")

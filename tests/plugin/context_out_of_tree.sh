@@ -10,10 +10,10 @@ cmake=$1 build=$2 src=$3 work=$4
 . "$(dirname "$0")/../out_of_tree.sh"
 test -f "$prefix/include/partrain/context_sdk.h"
 # The shipped context plugins are installed with partrain.
-test -f "$prefix/lib/partrain/plugins/ring.so"
-test -f "$prefix/lib/partrain/plugins/allgather.so"
+test -f "$plugindir/ring.so"
+test -f "$plugindir/allgather.so"
 install -m 0755 "$work/build/pairwise.so" "$work/plugins/pairwise.so"
-install -m 0755 "$prefix/lib/partrain/plugins/dp.so" "$work/plugins/dp.so"  # cp2's gradient group
+install -m 0755 "$plugindir/dp.so" "$work/plugins/dp.so"  # cp2's gradient group
 out=$("$prefix/bin/partrain" plugins --site-config "$work/site.toml")
 echo "$out"
 echo "$out" | grep -E "^pairwise +context +0\.1\.0 +$work/plugins/pairwise\.so$"

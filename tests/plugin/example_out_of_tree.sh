@@ -12,7 +12,7 @@ out=$("$prefix/bin/partrain" plugins --site-config "$work/site.toml")
 echo "$out"
 echo "$out" | grep -E "^example +data +0\.1\.0 +$work/plugins/example\.so$"
 # The installed dp plugin landed under the prefix too.
-test -f "$prefix/lib/partrain/plugins/dp.so"
+test -f "$plugindir/dp.so"
 # Use it in a run: the installed partraind and worker, two ranks, the example as data plugin.
 run_out=$(PARTRAIN_DATA_PLUGIN=example PARTRAIN_RUN_DIR="$work/run" OMP_NUM_THREADS=1 \
   "$prefix/bin/partraind" --standalone --nproc 2 --partrain dp2 --steps 3 \

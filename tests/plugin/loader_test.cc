@@ -88,6 +88,38 @@ TEST_F(LoaderTest, WorldWritableDirectoryIsRefused) {
                                          "or others (mode 0777); run chmod go-w " + dir_);
 }
 
+// A link in the plugin folder is followed to its real file: one out of the folder is
+// refused naming both (the file it points at may sit in a folder anyone can write), and
+// one to a subfolder anyone may write is refused by that folder's name.
+TEST_F(LoaderTest, LinkOutOfThePluginDirectoryIsRefused) {
+  const partrain::testing::ScratchDir outside("partrain_plugin_outside");
+  const std::string target = outside.path().string() + "/good.so";
+  fs::copy_file(fixture("good"), target);
+  ASSERT_EQ(::chmod(outside.path().c_str(), 0777), 0);  // world-writable, as /tmp
+  fs::create_symlink(target, dir_ + "/good.so");
+  Result<std::unique_ptr<DataPlugin>> p = DataPlugin::open(dir_ + "/good.so");
+  ASSERT_FALSE(p);
+  const std::string real_dir = fs::canonical(dir_).string();
+  EXPECT_EQ(p.status().message(), dir_ + "/good.so: refused: a link out of the plugin directory " + real_dir +
+                                      " (to " + fs::canonical(target).string() + "); copy the library itself into " +
+                                      real_dir);
+}
+
+TEST_F(LoaderTest, LinkToAWritableSubfolderIsRefused) {
+  fs::create_directory(dir_ + "/sub");
+  const std::string target = install(fixture("good"), "sub/good.so");
+  ASSERT_EQ(::chmod((dir_ + "/sub").c_str(), 0777), 0);
+  fs::create_symlink(target, dir_ + "/good.so");
+  Result<std::unique_ptr<DataPlugin>> p = DataPlugin::open(dir_ + "/good.so");
+  ASSERT_FALSE(p);
+  const std::string sub = fs::canonical(dir_ + "/sub").string();
+  EXPECT_EQ(p.status().message(), sub + ": refused: the plugin directory is writable by group or others "
+                                        "(mode 0777); run chmod go-w " + sub);
+  // The same link into a folder only its owner writes loads.
+  ASSERT_EQ(::chmod((dir_ + "/sub").c_str(), 0755), 0);
+  EXPECT_TRUE(DataPlugin::open(dir_ + "/good.so").is_ok());
+}
+
 TEST_F(LoaderTest, ForeignOwnerIsRefused) {
   const std::string path = install(fixture("good"), "good.so");
   const uid_t stranger = ::geteuid() == 0 ? 54321 : ::geteuid() + 1;
