@@ -105,10 +105,11 @@ INSTANTIATE_TEST_SUITE_P(
     [](const ::testing::TestParamInfo<Case>& i) { return std::string(i.param.name); });
 
 // cp does not change what is saved: a checkpoint written on cp4 resumes on one rank, and
-// that one's resumes on cp4 again, on one rank's trajectory. (The first two runs stop
-// inside tiny.toml's 10 warm-up steps, where --steps does not change the learning rate.)
+// that one's resumes on cp4 again, on one rank's trajectory (every leg on the 20-step
+// learning-rate schedule: schedule_over).
 TEST_F(Runtime, CpCheckpointResumesOnOneRankAndBack) {
   const std::string job = job_copy(kTiny, dir_, "job.toml", "");
+  schedule_over(job, kSteps);
   Proc one = start({PARTRAIN_CLI, "run", job, "--steps", std::to_string(kSteps)}, env("one"), dir_, "one");
   ASSERT_EQ(wait_exit(one.pid), 0) << slurp(one.err);
   Proc a = start({PARTRAIN_CLI, "run", job, "--partrain=cp4", "--nproc", "4", "--steps", "5"}, env("cp"), dir_, "a");

@@ -115,6 +115,7 @@ INSTANTIATE_TEST_SUITE_P(
 TEST_F(Runtime, EpPipelineCheckpointsResumeOnOtherLayouts) {
   constexpr int kTotal = 14;
   const std::string job = moe_pp_job(dir_, 4, "1.0", "[checkpoint]\nevery = 5\n");
+  schedule_over(job, kTotal);
   const ReferenceRun ref = one_rank(job, kTotal);
   struct Leg {
     std::string spec, nproc, steps, says;

@@ -102,6 +102,7 @@ INSTANTIATE_TEST_SUITE_P(
 // rank's 20 steps.
 TEST_F(Runtime, EpCheckpointResumesOnAnotherEp) {
   const std::string job = moe_job(dir_, "1.0");
+  schedule_over(job, kSteps);
   const ReferenceRun one = one_rank(job, kSteps);
   Proc a = start({PARTRAIN_CLI, "run", job, "--partrain=dp2,ep2", "--nproc", "2", "--steps", "10"},
                  env("ep"), dir_, "ep2");

@@ -144,6 +144,7 @@ TEST_F(Runtime, PipelineCheckpointsResumeOnOtherLayouts) {
   std::string text = slurp(job);
   text.replace(text.find("every = 0"), 9, "every = 5");
   std::ofstream(job) << text;
+  schedule_over(job, kTotal);
   const ReferenceRun ref = one_rank(job, kTotal);
   struct Leg {
     std::string spec, nproc, steps, says;

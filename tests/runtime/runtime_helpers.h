@@ -176,6 +176,14 @@ inline void edit_file(const std::string& path, const std::vector<std::pair<std::
   std::ofstream(path) << text;
 }
 
+// A chain of runs with growing --steps, each resuming the last, trains what one run of
+// `total` steps trains only when all follow one learning-rate schedule: the first run
+// fixes its length in the checkpoint ([training] decay_steps, default that run's steps), so
+// the job states it. `job` must have a [training] table.
+inline void schedule_over(const std::string& job, int total) {
+  edit_file(job, {{"[training]\n", "[training]\ndecay_steps = " + std::to_string(total) + "\n"}});
+}
+
 // One field of every line of a metrics.jsonl, as its JSON text.
 inline std::vector<std::string> column(const std::string& metrics, const std::string& key) {
   std::vector<std::string> out;

@@ -30,6 +30,7 @@ files = ["$data/licenses_val.bin"]
 weight = 1
 [training]
 steps = 6
+decay_steps = 6   # the half run of --steps 3 keeps the 6-step schedule
 global_batch = 8
 micro_batch = 4
 lr = 1e-3
@@ -37,7 +38,8 @@ warmup_steps = 2
 [checkpoint]
 every = 3
 TOML
-losses() { python3 -c "import json,sys; print(' '.join(repr(json.loads(l)['loss']) for l in open(sys.argv[1]) if l.strip()))" "$1/metrics.jsonl"; }
+# The loss of every step line (a resumed run's restart marker has none).
+losses() { python3 -c "import json,sys; print(' '.join(repr(r['loss']) for r in map(json.loads, filter(str.strip, open(sys.argv[1]))) if 'loss' in r))" "$1/metrics.jsonl"; }
 
 PARTRAIN_RUN_DIR="$work/one" "$partrain" run "$work/mix.toml" >"$work/log" 2>&1 || fail "one rank: $(tail -3 "$work/log")"
 PARTRAIN_RUN_DIR="$work/dp2" "$partrain" run "$work/mix.toml" --partrain=dp2 --nproc 2 >"$work/log" 2>&1 \
