@@ -37,11 +37,17 @@ EVERY = 3
 
 
 def trajectory(run_dir):
-    """Per step: the loss and grad_norm text of metrics.jsonl (shortest round-trip text)."""
+    """Per step: the loss and grad_norm text of metrics.jsonl (shortest round-trip text), as
+    the run ended up with them: a restart marker drops the lines of the steps after it
+    resumed at."""
     out = []
     try:
         with open(os.path.join(run_dir, "metrics.jsonl")) as f:
             for line in f:
+                restart = re.search(r'"event":"restart","resumed_at_step":(\d+)', line)
+                if restart:
+                    del out[int(restart.group(1)):]
+                    continue
                 m = re.search(r'"step":(\d+),"loss":([^,]+),"lr":[^,]+,"grad_norm":([^,]+),', line)
                 if m:
                     out.append((m.group(2), m.group(3)))
