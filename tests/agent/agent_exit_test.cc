@@ -40,16 +40,12 @@ std::string last_line(std::string text) {
 class AgentExit : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/partrain_agent_exit_XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
     secret_ = dir_ + "/secret";
     state_ = dir_ + "/slurm-7";
     ASSERT_EQ(::mkdir(state_.c_str(), 0700), 0);
     std::ofstream(secret_) << "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\n";
     ASSERT_EQ(::chmod(secret_.c_str(), 0600), 0);
   }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
 
   // Node 0 of one, as under Slurm (`extra` over that); returns the exit code, and stderr in *err.
   int agent(const std::string& secret_file, int port, std::string* err,
@@ -67,7 +63,9 @@ class AgentExit : public ::testing::Test {
     return code;
   }
 
-  std::string dir_, secret_, state_;
+  const partrain::testing::ScratchDir scratch_{"partrain_agent_exit"};
+  const std::string dir_ = scratch_.path().string();
+  std::string secret_, state_;
 };
 
 TEST_F(AgentExit, UnreadableSecretIsAConfigurationError) {

@@ -17,6 +17,7 @@
 #include "common/exit_codes.h"
 #include "common/stop_signal.h"
 #include "rendezvous_fixture.h"
+#include "test_util.h"
 
 namespace partrain::agent {
 namespace {
@@ -28,16 +29,12 @@ class Supervise : public LoopbackStore {
  protected:
   void SetUp() override {
     LoopbackStore::SetUp();
-    char tmpl[] = "/tmp/partrain_supervise_XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
     heartbeat_ = std::make_unique<Heartbeat>(connect(milliseconds(200)), 0, 1, milliseconds(200), milliseconds(5000));
     context_.store = store_.get();
     context_.heartbeat = heartbeat_.get();
   }
   void TearDown() override {
     heartbeat_.reset();
-    std::filesystem::remove_all(dir_);
   }
 
   // Starts `ranks` workers running `script` under /bin/sh, each with $R = its rank and $D =
@@ -73,7 +70,8 @@ class Supervise : public LoopbackStore {
     for (pid_t pid : pids_) EXPECT_NE(::kill(pid, 0), 0) << "pid " << pid << " is still there";
   }
 
-  std::string dir_;
+  const partrain::testing::ScratchDir scratch_{"partrain_supervise"};
+  const std::string dir_ = scratch_.path().string();
   std::unique_ptr<Heartbeat> heartbeat_;
   SuperviseContext context_;
   WorkerGroup group_;

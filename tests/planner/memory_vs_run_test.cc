@@ -69,12 +69,6 @@ std::string fmt_mib(const char* what, double predicted, double measured) {
 
 class MemoryVsRun : public ::testing::TestWithParam<Case> {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/partrain_planner_XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override { fs::remove_all(dir_); }
 
   // The example with absolute data paths, the case's recompute mode and micro-batch.
   fs::path write_job(const Case& c) {
@@ -148,7 +142,8 @@ class MemoryVsRun : public ::testing::TestWithParam<Case> {
     }
     std::printf("[%s] rank %d predicted/measured MiB:%s\n", c.name, r, row.c_str());
   }
-  fs::path dir_;
+  const partrain::testing::ScratchDir scratch_{"partrain_planner"};
+  const fs::path dir_ = scratch_.path();
 };
 
 TEST_P(MemoryVsRun, PredictedPeakWithinTenPercentOfMeasured) {

@@ -27,6 +27,7 @@
 #include "plugin/child_probe.h"
 #include "plugin/data_loader.h"
 #include "plugin/list.h"
+#include "test_util.h"
 
 namespace partrain::plugin {
 namespace {
@@ -36,16 +37,12 @@ namespace fs = std::filesystem;
 class Hostile : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/partrain_hostile_XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
     ASSERT_EQ(::chmod(dir_.c_str(), 0755), 0);
     marker_ = dir_ + "/ran";
     ::setenv("PARTRAIN_FIXTURE_MARKER", marker_.c_str(), 1);
   }
   void TearDown() override {
     ::unsetenv("PARTRAIN_FIXTURE_MARKER");
-    fs::remove_all(dir_);
   }
   std::string install(const std::string& fixture, const std::string& file) {
     const std::string to = dir_ + "/" + file;
@@ -63,7 +60,9 @@ class Hostile : public ::testing::Test {
   }
   bool ran() const { return fs::exists(marker_); }
 
-  std::string dir_, marker_;
+  const partrain::testing::ScratchDir scratch_{"partrain_hostile"};
+  const std::string dir_ = scratch_.path().string();
+  std::string marker_;
 };
 
 TEST_F(Hostile, FileChecksRefuseBeforeAnyOfTheLibrarysCodeRuns) {

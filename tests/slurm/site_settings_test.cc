@@ -2,6 +2,7 @@
 // are read as partrain reads them, the plugstack line wins, and bad values are load errors
 // naming the file and line. Expected values are the files' own text.
 #include "site_settings.h"
+#include "test_util.h"
 
 #include <unistd.h>
 
@@ -16,12 +17,6 @@ namespace {
 
 class SiteSettings : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/partrain_spank_site_XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override { std::system(("rm -rf " + dir_).c_str()); }
   std::string write(const std::string& text) {
     const std::string path = dir_ + "/partrain.toml";
     std::ofstream(path) << text;
@@ -34,7 +29,8 @@ class SiteSettings : public ::testing::Test {
     EXPECT_TRUE(a.is_ok()) << a.status().message();
     return *a;
   }
-  std::string dir_;
+  const partrain::testing::ScratchDir scratch_{"partrain_spank_site"};
+  const std::string dir_ = scratch_.path().string();
 };
 
 TEST_F(SiteSettings, TheKeysThePluginNeedsComeFromPartrainToml) {
