@@ -4,7 +4,6 @@
 #include <signal.h>
 
 #include <algorithm>
-#include <fstream>
 #include <optional>
 #include <string>
 #include <thread>
@@ -16,6 +15,7 @@
 #include "agent/progress_watch.h"
 #include "common/exit_codes.h"
 #include "common/log.h"
+#include "common/proc_stat.h"
 #include "common/stop_signal.h"
 
 namespace partrain::agent {
@@ -27,13 +27,8 @@ using std::chrono::milliseconds;
 // Whether a local worker is stopped (SIGSTOP, a debugger) or in uninterruptible sleep (a
 // hung file system), from the state field of /proc/PID/stat: the watchdog's first suspect.
 bool stopped_or_blocked(pid_t pid) {
-  std::ifstream in(fmt::format("/proc/{}/stat", pid));
-  std::string stat;
-  std::getline(in, stat);
-  const size_t paren = stat.rfind(')');  // the command name may hold spaces and parentheses
-  if (paren == std::string::npos || paren + 2 >= stat.size()) return false;
-  const char state = stat[paren + 2];
-  return state == 'T' || state == 't' || state == 'D';
+  const std::vector<std::string> f = proc_stat_fields(pid);
+  return !f.empty() && (f[0] == "T" || f[0] == "t" || f[0] == "D");
 }
 
 // A bad exit: what to log, and the agent's exit code for it.

@@ -11,10 +11,12 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <vector>
 
 #include <fmt/format.h>
 
 #include "common/log.h"
+#include "common/proc_stat.h"
 
 namespace partrain::store {
 namespace {
@@ -31,17 +33,10 @@ std::string trimmed(std::string s) {
   return s;
 }
 
-// Field 22 of /proc/PID/stat (after the command name, which may hold spaces); 0 if unknown.
+// Field 22 of /proc/PID/stat, the start time in clock ticks after boot; 0 if unknown.
 unsigned long long start_time(pid_t pid) {
-  const std::string stat = read_text(fmt::format("/proc/{}/stat", pid));
-  const size_t paren = stat.rfind(')');
-  if (paren == std::string::npos) return 0;
-  std::istringstream in(stat.substr(paren + 2));
-  std::string field;
-  for (int i = 3; i <= 22 && in >> field; ++i) {
-    if (i == 22) return std::strtoull(field.c_str(), nullptr, 10);
-  }
-  return 0;
+  const std::vector<std::string> f = proc_stat_fields(pid);
+  return f.size() > 22 - 3 ? std::strtoull(f[22 - 3].c_str(), nullptr, 10) : 0;
 }
 
 std::string hostname() {
