@@ -22,9 +22,17 @@ if [ ! -f "$build/build.ninja" ]; then
         -DCMAKE_CXX_COMPILER=clang++ -DPARTRAIN_FUZZ=ON >/dev/null
 fi
 cmake --build "$build" --target fuzz_all -j "$(nproc)" >/dev/null
+# Every target tests/fuzz builds (one fuzz_*.cc each), and each must have its seed corpus:
+# a target left without one would otherwise never run here or in CI.
 if [ ${#targets[@]} -eq 0 ]; then
-  mapfile -t targets < <(cd tests/fuzz/corpus && ls -d fuzz_* | sort)
+  mapfile -t targets < <(cd tests/fuzz && ls fuzz_*.cc | sed 's/\.cc$//' | sort)
 fi
+for t in "${targets[@]}"; do
+  if [ ! -d "tests/fuzz/corpus/$t" ] || [ -z "$(ls -A "tests/fuzz/corpus/$t")" ]; then
+    echo "fuzz.sh: $t has no seed corpus: add inputs to tests/fuzz/corpus/$t/" >&2
+    exit 2
+  fi
+done
 
 failed=0
 printf '%-28s %12s %8s %10s %8s  %s\n' target executions seconds exec/s corpus result
