@@ -284,12 +284,16 @@ MemoryBreakdown stage_memory(const ModelDims& m, const PlanLayout& l, const Prec
     // micro-batch unless it is the first.
     if (l.pp > 1 && !has_head) ws += k * N * C * ab * seq;
     if (l.pp > 1 && !has_embed) ws += l.grad_accum * N * C * ab * seq;
-    // Context parallel, once per chunk: the ring keeps two K/V blocks in flight (the one
-    // in use and the one arriving) and, in backward, their gradients; the all-gather
-    // plugin holds every rank's K and V and, in backward, their gradients.
+    // Context parallel, once per chunk (engine/model/context_attention.cc): the rank's
+    // packed K/V block and its gradient, the learned positions of its rows (gpt2), and
+    // the plugin's scratch_blocks() more blocks: the ring's two K/V blocks in flight (the
+    // one in use and the one arriving), two running gradients and the arriving gradient
+    // (5); the all-gather plugin's every rank's K and V and, in backward, their gradients
+    // (2 cp).
     if (l.cp > 1) {
       const double kv = 2 * N * std::max(m.KV / tp, 1.0) * m.head_dim() * ab;
-      ws += l.cp_impl == "allgather" ? 2 * l.cp * kv : 4 * kv;
+      const double scratch = l.cp_impl == "allgather" ? 2.0 * l.cp : 5.0;
+      ws += (2 + scratch) * kv + (m.gpt2 ? N * 4 : 0);
     }
   }
   // A tied embedding split over the first and last stage: each receives the other's

@@ -232,7 +232,11 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"moe_ep2_dp4_zero1_mb2", "moe-tiny", "none", 2, 4, "ep2,dp4,zero1"},
                       Case{"moe_ep2_dp4_zero3_mb2", "moe-tiny", "selective", 2, 4, "ep2,dp4,zero3"},
                       Case{"moe_tp2_ep2", "moe-tiny", "none", 8, 4, "tp2,ep2"},
-                      Case{"moe_tp2_ep2_nosp_full", "moe-tiny", "full", 8, 4, "tp2,ep2,nosp"}),
+                      Case{"moe_tp2_ep2_nosp_full", "moe-tiny", "full", 8, 4, "tp2,ep2,nosp"},
+                      // Context parallel: the packed K/V block, its gradient and each
+                      // plugin's scratch blocks (the ring's 5, the all-gather's 2 cp).
+                      Case{"gpt2_cp2", "tiny", "none", 8, 2, "cp2"},
+                      Case{"llama_cp2_allgather", "llama-tiny", "selective", 8, 2, "cp2,cpimpl=allgather"}),
     [](const ::testing::TestParamInfo<Case>& p) { return std::string(p.param.name); });
 
 // Pipeline layouts: every rank against the plan's figures for its own stage (pp is the

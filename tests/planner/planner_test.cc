@@ -275,16 +275,18 @@ TEST(PlannerMemory, ContextParallelSplitsTheSequence) {
                    stage_memory(m, b, p, 0, 0, 0).activations);
   EXPECT_EQ(b.world(), 2);
   // The exchange of keys and values adds to the workspace: the rank's K and V are
-  // 2 x 64 tokens x 4 kv heads x 32 x 4 bytes = 65536; the ring keeps two blocks in flight
-  // and their gradients (4 x 65536), the all-gather all cp ranks' and their gradients.
-  const double kv = 2 * 64.0 * 4 * 32 * 4;
+  // 2 x 64 tokens x 4 kv heads x 32 x 4 bytes = 65536, kept with their gradient and the
+  // rows' positions (64 x int32); the ring's scratch is two blocks in flight, two running
+  // gradients and the arriving one (5 x 65536), the all-gather's all cp ranks' blocks and
+  // their gradients (2 cp x 65536).
+  const double kv = 2 * 64.0 * 4 * 32 * 4, pos = 64 * 4;
   const double ws1 = stage_memory(m, a, p, 0, 0, 0).workspace;
-  EXPECT_DOUBLE_EQ(stage_memory(m, b, p, 0, 0, 0).workspace - ws1, 4 * kv);
+  EXPECT_DOUBLE_EQ(stage_memory(m, b, p, 0, 0, 0).workspace - ws1, (2 + 5) * kv + pos);
   PlanLayout c = b;
   c.cp = 4;
   c.micro_batch = 4;
   c.cp_impl = "allgather";
-  EXPECT_DOUBLE_EQ(stage_memory(m, c, p, 0, 0, 0).workspace - ws1, 2 * 4 * kv);
+  EXPECT_DOUBLE_EQ(stage_memory(m, c, p, 0, 0, 0).workspace - ws1, (2 + 2 * 4) * kv + pos);
   // ZeRO shards over dp x cp: the optimizer state of cp2 x dp2 is a quarter.
   PlanLayout z;
   z.cp = 2;
