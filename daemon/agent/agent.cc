@@ -4,6 +4,8 @@
 // code once. See agent.h.
 #include "agent/agent.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <memory>
@@ -48,6 +50,9 @@ namespace partrain::agent {
 namespace {
 
 using std::chrono::milliseconds;
+
+// How long a node waits for the coordinator's address before it says why it may not come.
+constexpr milliseconds kSlowRendezvous{30000};
 
 std::vector<std::pair<std::string, std::string>> environment() {
   std::vector<std::pair<std::string, std::string>> env;
@@ -217,18 +222,30 @@ Status leave_agent_marker(const Placement& place) {
 // After the other agents failed to show up: whether their markers are in the state
 // directory. None at all: the folder is not shared between the nodes (exit 2); some: a
 // node is slow or gone (exit 75).
+// Whether this node sees no marker of any other node in the job's state directory: the
+// sign of a state_root that is not shared (see coordinator_address.h).
+bool alone_in_state_dir(const Placement& place) {
+  if (place.state_dir.empty() || place.num_nodes < 2) return false;
+  std::vector<std::string> others;
+  for (int n = 0; n < place.num_nodes; ++n) {
+    if (n != place.node) others.push_back(agent_marker(place.state_dir, place.step_id, slurm_restart_count(), n));
+  }
+  return markers_seen(others) == 0;
+}
+
+// "(ext4 here)": what the state directory is on, for the messages about sharing it.
+std::string kind_here(const std::string& dir) {
+  const std::string kind = filesystem_kind(dir);
+  return kind.empty() ? "" : fmt::format(" ({} here)", kind);
+}
+
 Status not_met(const Placement& place, const std::string& what, const Status& why) {
-  if (!place.state_dir.empty() && place.num_nodes > 1) {
-    std::vector<std::string> others;
-    for (int n = 0; n < place.num_nodes; ++n) {
-      if (n != place.node) others.push_back(agent_marker(place.state_dir, place.step_id, slurm_restart_count(), n));
-    }
-    if (markers_seen(others) == 0) {
-      return Status::invalid(fmt::format(
-          "{}, and this node ({}) sees none of the files the job's other nodes' agents write in {}: the site's "
-          "state_root is not shared by the nodes of the allocation; set [paths] state_root in partrain.toml to a "
-          "folder on storage every node mounts (mode 1777)", what, place.node_name, place.state_dir));
-    }
+  if (alone_in_state_dir(place)) {
+    return Status::invalid(fmt::format(
+        "{}, and this node ({}) sees none of the files the job's other nodes' agents write in {}{}: the site's "
+        "state_root is not shared by the nodes of the allocation; set [paths] state_root in partrain.toml to a "
+        "folder on storage every node mounts (mode 1777)", what, place.node_name, place.state_dir,
+        kind_here(place.state_dir)));
   }
   return retryable(what + ": ", why);
 }
@@ -248,7 +265,18 @@ Result<CoordinatorAddress> find_coordinator(const AgentOptions& o, const Placeme
   if (place.node == 0) return CoordinatorAddress{place.coordinator_host, own_port};
   if (place.state_dir.empty()) return CoordinatorAddress{place.coordinator_host, place.coordinator_port};
   const std::string file = rendezvous_file(place.state_dir, place.step_id, slurm_restart_count());
-  Result<CoordinatorAddress> a = read_coordinator(file, o.rendezvous_timeout);
+  // Alone after a while: say so then, not only when the timeout (300 s by default; large
+  // allocations start slowly) ends the job. A coordinator merely late stays silent here:
+  // the other nodes' markers are there.
+  const milliseconds slow_after = std::min(kSlowRendezvous, o.rendezvous_timeout / 2);
+  Result<CoordinatorAddress> a = read_coordinator(file, o.rendezvous_timeout, slow_after, [&] {
+    if (!alone_in_state_dir(place)) return;
+    log::warn("agent", "no coordinator's address in {} after {} s, and none of the other nodes' agents' files "
+              "there{}: the site's state_root may not be shared by the nodes of the allocation; if so the job "
+              "ends with exit 2 after rendezvous_timeout ({} s)", file,
+              std::chrono::duration_cast<std::chrono::seconds>(slow_after).count(), kind_here(place.state_dir),
+              std::chrono::duration_cast<std::chrono::seconds>(o.rendezvous_timeout).count());
+  });
   if (!a && a.status().code() == StatusCode::kUnavailable) {
     return not_met(place, "the coordinator's agent did not publish its address", a.status());
   }

@@ -4,9 +4,11 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -66,8 +68,11 @@ Status publish_coordinator(const std::string& path, const std::string& host, int
   return Status::ok();
 }
 
-Result<CoordinatorAddress> read_coordinator(const std::string& path, std::chrono::milliseconds timeout) {
-  const auto deadline = Clock::now() + timeout;
+Result<CoordinatorAddress> read_coordinator(const std::string& path, std::chrono::milliseconds timeout,
+                                            std::chrono::milliseconds slow_after,
+                                            const std::function<void()>& still_waiting) {
+  const auto start = Clock::now(), deadline = start + timeout;
+  bool said = false;
   for (;;) {
     const std::string text = read_if_there(path);
     if (!text.empty() && text.back() == '\n') {
@@ -78,6 +83,10 @@ Result<CoordinatorAddress> read_coordinator(const std::string& path, std::chrono
                                            path, text.substr(0, 80)));
       }
       return a;
+    }
+    if (!said && still_waiting && Clock::now() - start >= slow_after) {
+      said = true;
+      still_waiting();
     }
     if (Clock::now() >= deadline) {
       return Status::unavailable(fmt::format("{} did not appear within {} s", path,
@@ -105,6 +114,27 @@ int markers_seen(const std::vector<std::string>& paths) {
     if (::stat(p.c_str(), &st) == 0) ++n;
   }
   return n;
+}
+
+std::string filesystem_kind(const std::string& path) {
+  struct statfs fs {};
+  if (::statfs(path.c_str(), &fs) != 0) return "";
+  // The magic numbers of linux/magic.h and the parallel file systems' own.
+  switch (static_cast<uint64_t>(fs.f_type)) {
+    case 0x6969: return "nfs";
+    case 0xFF534D42: return "cifs";
+    case 0x0BD00BD0: return "lustre";
+    case 0x47504653: return "gpfs";
+    case 0x19830326: return "beegfs";
+    case 0x00C36400: return "cephfs";
+    case 0x65735546: return "fuse";
+    case 0xEF53: return "ext4";
+    case 0x58465342: return "xfs";
+    case 0x9123683E: return "btrfs";
+    case 0x01021994: return "tmpfs";
+    case 0x794C7630: return "overlayfs";
+    default: return fmt::format("file system type {:#x}", static_cast<uint64_t>(fs.f_type));
+  }
 }
 
 Status check_state_dir(const std::string& state_dir) {

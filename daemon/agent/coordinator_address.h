@@ -13,6 +13,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -37,13 +38,21 @@ struct CoordinatorAddress {
 
 // Waits up to `timeout` for the file, listing its folder every 100 ms (a listing makes NFS
 // look again, where a cached "no such file" could hide it for half a minute).
-// unavailable when it never came; invalid when it holds no "host port".
-Result<CoordinatorAddress> read_coordinator(const std::string& path, std::chrono::milliseconds timeout);
+// unavailable when it never came; invalid when it holds no "host port". When it has not
+// come after `slow_after`, calls `still_waiting` once (the agent then says why it may never
+// come, long before the timeout ends the job).
+Result<CoordinatorAddress> read_coordinator(const std::string& path, std::chrono::milliseconds timeout,
+                                            std::chrono::milliseconds slow_after = std::chrono::milliseconds(0),
+                                            const std::function<void()>& still_waiting = {});
 
 // Leaves this node's marker (see above).
 Status leave_marker(const std::string& path);
 // How many of `paths` exist now.
 int markers_seen(const std::vector<std::string>& paths);
+
+// The kind of file system `path` is on, for messages: "nfs", "lustre", "gpfs", "ext4",
+// "tmpfs", ... ("file system type 0x...." when unknown, "" when it cannot be told).
+std::string filesystem_kind(const std::string& path);
 
 // The state directory is usable by this agent: it exists, is a folder and is writable.
 // invalid naming state_root and the fix otherwise.

@@ -101,18 +101,24 @@ TEST_F(AgentExit, ATakenPortIsNoFailure) {
 
 // Node 1 of 2 never sees the coordinator's address in the state directory, nor any other
 // node's marker: the folder is not shared, a configuration error (exit 2, never a requeue
-// loop). With node 0's marker there, the coordinator is merely late or gone: 75.
+// loop), warned of at half the timeout and named with its file system. With node 0's
+// marker there, the coordinator is merely late or gone: 75, and no such warning.
 TEST_F(AgentExit, AStateDirectoryNotSharedIsAConfigurationError) {
   const std::map<std::string, std::string> second = {
       {"PARTRAIN_STATE_DIR", state_}, {"SLURM_NODEID", "1"}, {"SLURM_NNODES", "2"},
-      {"PARTRAIN_WORLD", "2"}, {"PARTRAIN_NODE_RANKS", "1"}, {"PARTRAIN_RENDEZVOUS_TIMEOUT", "1"}};
+      {"PARTRAIN_WORLD", "2"}, {"PARTRAIN_NODE_RANKS", "1"}, {"PARTRAIN_RENDEZVOUS_TIMEOUT", "2"}};
+  const std::string warning = "the site's state_root may not be shared by the nodes of the allocation";
   std::string err;
   EXPECT_EQ(agent(secret_, 0, &err, second), 2) << err;
   EXPECT_EQ(count(err, "the site's state_root is not shared by the nodes of the allocation"), 1) << err;
+  EXPECT_EQ(count(err, "after 1 s, and none of the other nodes' agents' files there ("), 1) << err;
+  EXPECT_EQ(count(err, warning), 1) << err;
+  EXPECT_EQ(count(err, " here): the site's state_root is not shared"), 1) << err;
   EXPECT_TRUE(std::filesystem::exists(state_ + "/agent.0.0.1")) << "node 1 left no marker";
   std::ofstream(state_ + "/agent.0.0.0");  // node 0 started, then nothing
   EXPECT_EQ(agent(secret_, 0, &err, second), 75) << err;
   EXPECT_EQ(count(err, "the coordinator's agent did not publish its address"), 1) << err;
+  EXPECT_EQ(count(err, warning), 0) << err;
 }
 
 // A state directory that does not exist (state_root missing) is exit 2 naming state_root.
