@@ -10,6 +10,7 @@
 #include <CLI/CLI.hpp>
 
 #include "agent/agent.h"
+#include "common/cli_checks.h"
 #include "common/exit_codes.h"
 #include "common/trace.h"
 
@@ -27,10 +28,10 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("partraind ") + PARTRAIN_VERSION);
   app.add_option("job", o.job_path, "job file (TOML)")->required()->check(CLI::ExistingFile);
   app.add_flag("--standalone", o.standalone, "one local agent without Slurm (with --nproc)");
-  app.add_option("--nproc", o.nproc, "standalone: number of local ranks")->check(CLI::PositiveNumber);
+  app.add_option("--nproc", o.nproc, "standalone: number of local ranks")->check(partrain::cli_checks::kPositive);
   app.add_option("--partrain", o.spec, "parallel layout items over the job's [parallelism]");
   app.add_option("--steps", o.steps, "optimizer steps (overrides [training] steps)")
-      ->check(CLI::PositiveNumber);
+      ->check(partrain::cli_checks::kPositive);
   app.add_option("--resume", o.resume,
                  "auto (the newest checkpoint that verifies), never (start over; what is there is moved "
                  "aside) or STEP (that committed checkpoint), on the job's first start (over [checkpoint] "
@@ -40,13 +41,13 @@ int main(int argc, char** argv) {
   app.add_option("--worker", o.worker_path, "worker binary (default: the installed partrain-worker)");
   app.add_option("--heartbeat-timeout", hb_timeout_s,
                  "seconds a silent peer is tolerated (default 30, or $PARTRAIN_HEARTBEAT_TIMEOUT)")
-      ->check(CLI::PositiveNumber);
+      ->check(partrain::cli_checks::kPositive);
   app.add_option("--heartbeat-interval", hb_interval_s, "seconds between heartbeats (default 2)")
-      ->check(CLI::PositiveNumber);
+      ->check(partrain::cli_checks::kPositive);
   app.add_option("--rendezvous-timeout", rendezvous_s,
                  "seconds the agents wait for each other at start: the coordinator's published address, "
                  "the barrier of all agents (default 300, or $PARTRAIN_RENDEZVOUS_TIMEOUT)")
-      ->check(CLI::PositiveNumber);
+      ->check(partrain::cli_checks::kPositive);
   if (const char* h = std::getenv("PARTRAIN_HARDWARE"); h != nullptr) o.hardware = h;
   app.add_option("--hardware", o.hardware,
                  "hardware profile for the step line's MFU (a name such as H100-SXM or a .toml file; "

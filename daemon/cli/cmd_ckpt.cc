@@ -20,6 +20,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "common/cli_checks.h"
 #include "common/exit_codes.h"
 #include "cli/fail.h"
 #include "cli/model_source.h"
@@ -124,14 +125,14 @@ void register_ckpt(CLI::App& app, CommandResult* result) {
   list->callback([args, result] { result->exit_code = run_list(*args); });
   CLI::App* verify = ckpt->add_subcommand("verify", "Check every piece's size and CRC-32C.");
   verify->add_option("run_dir", args->run_dir, "run folder, or the [checkpoint] dir")->required();
-  verify->add_option("--step", args->step, "only this step's checkpoint")->check(CLI::NonNegativeNumber);
+  verify->add_option("--step", args->step, "only this step's checkpoint")->check(cli_checks::kNonNegative);
   verify->callback([args, result] { result->exit_code = run_verify(*args); });
   CLI::App* exp = ckpt->add_subcommand("export", "Write one checkpoint's weights as safetensors (Hugging Face names), or a Hugging Face folder with --hf.");
   exp->add_option("run_dir", args->run_dir, "run folder, or the [checkpoint] dir")->required();
   exp->add_option("--job", args->job, "the job file the run trained (for [model])")->required()->check(CLI::ExistingFile);
   add_export_options(exp, &args->target);
   exp->add_option("--step", args->step, "the checkpoint's step (default: the newest that verifies)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(cli_checks::kNonNegative);
   exp->callback([args, result] { result->exit_code = run_export(*args); });
 }
 

@@ -12,6 +12,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/commands.h"
+#include "common/cli_checks.h"
 #include "common/exit_codes.h"
 #include "cli/fail.h"
 #include "config/job_config.h"
@@ -328,7 +329,7 @@ void register_plan(CLI::App& app, CommandResult* result) {
                 "rank every valid layout that fits and that this version runs on the profile's "
                 "devices by predicted throughput");
   cmd->add_option("--top", args->top, "layouts shown by --search (default: 5)")
-      ->check(CLI::PositiveNumber);
+      ->check(cli_checks::kPositive);
   cmd->callback([args, result] { result->exit_code = run_plan(*args); });
 }
 

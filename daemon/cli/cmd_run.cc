@@ -31,6 +31,7 @@
 #include "agent/gpu_binding.h"
 #include "agent/resume_policy.h"
 #include "cli/commands.h"
+#include "common/cli_checks.h"
 #include "common/exit_codes.h"
 #include "cli/fail.h"
 #include "cli/model_source.h"
@@ -260,7 +261,7 @@ void register_run(CLI::App& app, CommandResult* result) {
              "resumes from the newest committed one.");
   run->add_option("job", args->job, "job file (TOML)")->required()->check(CLI::ExistingFile);
   run->add_option("--steps", args->steps, "optimizer steps (overrides [training] steps)")
-      ->check(CLI::PositiveNumber);
+      ->check(cli_checks::kPositive);
   run->add_option("--init", args->init,
                   "start from these Hugging Face weights (a .safetensors file, or a model folder with "
                   "sharded files and their index, e.g. from --save, `partrain export` or `partrain ckpt "
@@ -280,7 +281,7 @@ void register_run(CLI::App& app, CommandResult* result) {
   run->add_option("--nproc", args->nproc,
                   "local ranks: start the partraind agent with N worker processes (the layout's "
                   "world size, e.g. --partrain=dp2 --nproc 2)")
-      ->check(CLI::PositiveNumber);
+      ->check(cli_checks::kPositive);
   run->add_option("--hardware", args->hardware,
                   "hardware profile for the step line's MFU (a name such as H100-SXM or a .toml "
                   "file, as for `partrain plan`); default: cpu on CPU ranks, none on GPUs");

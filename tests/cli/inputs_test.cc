@@ -140,6 +140,18 @@ TEST_F(Inputs, NegativeCheckpointStepIsAUsageError) {
   EXPECT_EQ(cli({"ckpt", "verify", dir_, "--step", "-5"}, &out, 20), 2) << out;
   EXPECT_EQ(cli({"ckpt", "export", dir_, "--job", job("j"), "-o", dir_ + "/o.safetensors", "--step", "-5"}, &out, 20),
             2) << out;
+  EXPECT_NE(out.find("--step: must be 0 or a number above it, not -5"), std::string::npos) << out;
+}
+
+// A number option out of range is refused in words, in one short line (CLI11's own check
+// printed its range up to the largest double: a 300-digit number).
+TEST_F(Inputs, NumberOptionsAreRefusedInWords) {
+  std::string out;
+  for (const char* v : {"0", "-3", "nan"}) {
+    EXPECT_EQ(cli({"run", job("j"), "--steps", v}, &out, 20), 2) << v << ": " << out;
+    EXPECT_NE(out.find(std::string("--steps: must be a number above 0, not ") + v), std::string::npos) << out;
+    EXPECT_LT(out.size(), 200u) << out;
+  }
 }
 
 // Defect 8: a memory-mapped shard cut during the run killed it with SIGBUS (exit 135, no
