@@ -219,9 +219,6 @@ Status leave_agent_marker(const Placement& place) {
   return Status::ok();
 }
 
-// After the other agents failed to show up: whether their markers are in the state
-// directory. None at all: the folder is not shared between the nodes (exit 2); some: a
-// node is slow or gone (exit 75).
 // Whether this node sees no marker of any other node in the job's state directory: the
 // sign of a state_root that is not shared (see coordinator_address.h).
 bool alone_in_state_dir(const Placement& place) {
@@ -239,6 +236,9 @@ std::string kind_here(const std::string& dir) {
   return kind.empty() ? "" : fmt::format(" ({} here)", kind);
 }
 
+// After the other agents failed to show up: whether their markers are in the state
+// directory. None at all: the folder is not shared between the nodes (exit 2); some: a
+// node is slow or gone (exit 75).
 Status not_met(const Placement& place, const std::string& what, const Status& why) {
   if (alone_in_state_dir(place)) {
     return Status::invalid(fmt::format(
