@@ -1,8 +1,10 @@
 // Training invariants: the LR schedule's values, AdamW + clipping against hand formulas
 // through the Backend, and whole runs: the same run twice gives bit-identical metrics,
-// the loss falls on a learnable sequence, gradient accumulation matches one micro-batch.
+// the loss falls on a learnable sequence, gradient accumulation matches one micro-batch, a
+// stop request ends the step it was read in.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -135,6 +137,35 @@ TEST(Trainer, GradAccumulationMatchesOneMicroBatch) {
     norm += static_cast<double>(pb[i]) * pb[i];
   }
   EXPECT_LT(std::sqrt(diff / norm), 1e-5);
+}
+
+// A stop request (SIGTERM's flag) is read once per step: set before a step, the run stops
+// at that step's end with the retryable status; set during the last step, the run ends
+// normally and says why the request changed nothing.
+TEST(Trainer, AStopRequestEndsTheStepOrLetsTheLastOneFinish) {
+  const std::string shard = write_shard("stop.bin", 4000);
+  const std::atomic<bool> stop{true};
+  const std::string dir = testing::TempDir() + "/run_stop";
+  std::filesystem::remove_all(dir);
+  RunOptions o = tiny_run(shard, dir);
+  o.stop = &stop;
+  auto early = Trainer::create(o);
+  ASSERT_TRUE(early.is_ok()) << early.status().message();
+  const Status s = (*early)->run();
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.message();
+  EXPECT_NE(s.message().find("stopped at step 1"), std::string::npos) << s.message();
+  EXPECT_EQ(metric_lines(dir).size(), 1u);
+
+  o.run_dir.clear();
+  o.train.steps = 1;
+  auto last = Trainer::create(o);
+  ASSERT_TRUE(last.is_ok()) << last.status().message();
+  testing::internal::CaptureStderr();
+  const Status l = (*last)->run();
+  const std::string log = testing::internal::GetCapturedStderr();
+  EXPECT_TRUE(l.is_ok()) << l.message();
+  EXPECT_NE(log.find("stop requested during the last step: the run ends normally at step 1"), std::string::npos)
+      << log;
 }
 
 TEST(Trainer, RejectsABatchThatDoesNotDivide) {

@@ -418,6 +418,9 @@ Status Trainer::run() {
     if (!m) return m.status();
     // stop_ is the group's decision (reduce_loss), the same on every rank.
     const bool final = stop_ || m->step == tr.steps;
+    if (stop_ && m->step == tr.steps) {  // scancel in the last step: the end is its stop checkpoint
+      log::info("engine", "stop requested during the last step: the run ends normally at step {}", m->step);
+    }
     if (save_hook_ != nullptr && metrics.is_open()) write_pending_metrics(o_.run_dir + "/metrics.jsonl", metrics_json(*m));
     if (save_hook_ != nullptr) PARTRAIN_RETURN_IF_ERROR(save_hook_->after_step(*this, final, &*m));
     // After the checkpoint, and not when stopping: a preempted job's grace time is for saving.

@@ -71,7 +71,9 @@ struct RunOptions {
   double model_flops_per_token = 0;
   double peak_flops_per_rank = 0;
   // Set (by SIGTERM) to stop at the next step boundary; null = never. Every rank passes
-  // its own flag to the hooks' reduce_loss, which makes it the group's decision.
+  // its own flag to the hooks' reduce_loss, which makes it the group's decision. Read once
+  // per step, at the gradient sync: a signal after that read stops at the end of the step
+  // after, and one during the last step's ends the run normally (exit 0, saying so).
   const std::atomic<bool>* stop = nullptr;
 };
 
