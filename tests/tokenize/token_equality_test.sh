@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Token ids of `partrain data encode --tokenizer` against the reference implementations,
 # byte for byte, on a few MB of varied text (make_corpus.py):
-#   js-tiktoken (r50k, cl100k, o200k rank files), llama3-tokenizer-js (Llama 3 as a tiktoken
-#   file and as a tokenizer.json), GPT-2's tokenizer.json (r50k's ranks as vocab + merges)
-#   against js-tiktoken r50k, and SentencePiece models (BPE and unigram, trained here with
-#   spm_train) against spm_encode.
+#   tiktoken, OpenAI's Rust encoder as wasm (r50k, cl100k, o200k, partrain reading
+#   js-tiktoken's rank files), llama3-tokenizer-js (Llama 3 as a tiktoken file and as a
+#   tokenizer.json), GPT-2's tokenizer.json (r50k's ranks as vocab + merges) against
+#   tiktoken r50k, and SentencePiece models (BPE and unigram, trained here with spm_train)
+#   against spm_encode.
 # The npm packages are installed into PARTRAIN_NPM_DIR (default ~/.cache/partrain/npm;
 # scripts/install-deps.sh fills it). Skips (exit 77) only when they cannot be installed.
 #
@@ -18,11 +19,12 @@ rm -rf "$work" && mkdir -p "$work"
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
   echo "SKIP: node and npm are not installed (scripts/install-deps.sh installs them)"; exit 77
 fi
-if [ ! -d "$npm_dir/node_modules/js-tiktoken" ] || [ ! -d "$npm_dir/node_modules/llama3-tokenizer-js" ]; then
+if [ ! -d "$npm_dir/node_modules/js-tiktoken" ] || [ ! -d "$npm_dir/node_modules/llama3-tokenizer-js" ] ||
+   [ ! -d "$npm_dir/node_modules/tiktoken" ]; then
   mkdir -p "$npm_dir"
   if ! timeout 300 npm install --prefix "$npm_dir" --no-audit --no-fund --loglevel=error \
         js-tiktoken@1.0.21 llama3-tokenizer-js@1.2.0 tiktoken@1.0.22 >"$work/npm.log" 2>&1; then
-    echo "SKIP: npm could not install js-tiktoken and llama3-tokenizer-js (registry not reachable?):"
+    echo "SKIP: npm could not install js-tiktoken, tiktoken and llama3-tokenizer-js (registry not reachable?):"
     tail -5 "$work/npm.log"; exit 77
   fi
 fi
@@ -70,7 +72,7 @@ for v in r50k cl100k o200k llama3; do
   ours $v $v.tiktoken "$work/corpus.jsonl"; compare "$v.tiktoken vs reference $v" "$work/ours_$v.bin" "$work/ref_$v.u32"
 done
 ours gpt2json gpt2.tokenizer.json "$work/corpus.jsonl"
-compare "gpt2 tokenizer.json vs js-tiktoken r50k" "$work/ours_gpt2json.bin" "$work/ref_r50k.u32"
+compare "gpt2 tokenizer.json vs tiktoken r50k" "$work/ours_gpt2json.bin" "$work/ref_r50k.u32"
 ours llama3json llama3.tokenizer.json "$work/corpus.jsonl"
 compare "llama3 tokenizer.json vs llama3-tokenizer-js" "$work/ours_llama3json.bin" "$work/ref_llama3.u32"
 ours big_cl100k cl100k.tiktoken "$work/big.txt" --threads 3
