@@ -56,15 +56,18 @@ def trajectory(run_dir):
     return out
 
 
-def last_step_stop(log, at_most):
-    """Whether a SIGTERM that ended in exit 0 may rightly have: the flag is read once per
-    step, at the gradient sync, and metrics.jsonl gets a step's line at its end. A signal sent
-    with at_most lines there landed in step at_most + 1 or before; after that step's read, it
-    stops the step after. So it can stop the last step (which then ends the run normally, and
-    says so) from at_most = STEPS - 2 on, and from STEPS - 1 on it can also land after the
-    last read, when the run ends without noticing it."""
+def may_end_normally(sig, log, at_most):
+    """Whether a run that exited 0 after the signal may rightly have. Any signal: when every
+    step was done before it was sent (the worker may be gone). SIGTERM: its flag is read once
+    per step, at the gradient sync, and metrics.jsonl gets a step's line at its end. A signal
+    sent with at_most lines there landed in step at_most + 1 or before; after that step's
+    read, it stops the step after. So it can stop the last step (which then ends the run
+    normally, and says so) from at_most = STEPS - 2 on, and from STEPS - 1 on it can also land
+    after the last read, when the run ends without noticing it."""
+    if at_most >= STEPS:
+        return True
     said = "stop requested during the last step" in log
-    return (at_most >= STEPS - 2 and said) or at_most >= STEPS - 1
+    return sig == "TERM" and ((at_most >= STEPS - 2 and said) or at_most >= STEPS - 1)
 
 
 def write_job(src, work, name, watchdog):
@@ -201,7 +204,7 @@ def main():
             note = "HANG (still running %d s after the signal)" % bound
         else:
             counts["exit75"] += code == 75
-            if code != 75 and not (code == 0 and sig == "TERM" and last_step_stop(log, at_most)):
+            if code != 75 and not (code == 0 and may_end_normally(sig, log, at_most)):
                 ok = False
                 note = "exit %s (expected 75)" % code
         stopped = len(trajectory(run_dir))
