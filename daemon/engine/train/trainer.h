@@ -73,7 +73,7 @@ struct RunOptions {
   // Set (by SIGTERM) to stop at the next step boundary; null = never. Every rank passes
   // its own flag to the hooks' reduce_loss, which makes it the group's decision. Read once
   // per step, at the gradient sync: a signal after that read stops at the end of the step
-  // after, and one during the last step's ends the run normally (exit 0, saying so).
+  // after, and one the last step reads ends the run normally (exit 0, saying so).
   const std::atomic<bool>* stop = nullptr;
 };
 
