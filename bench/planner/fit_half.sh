@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# The shipped profiles' fitted kernel constants (matmul_efficiency, gemm_k_half,
-# elementwise_efficiency) refitted on half of the published runs (alternating within each
-# source), then the other half predicted with them, both ways round; with --all, the fit on
-# every run that the profiles carry.
+# The profiles' one calibrated constant, sustained_clock per device family: fitted on each
+# half of the published runs (every other row of each source) with the other half predicted;
+# with --all, the calibration the shipped profiles carry (fitted on the calibration half,
+# the held-out half shown as CI asserts it).
 #
 #   bench/planner/fit_half.sh [BUILD_DIR] [--all]    # default build/
 set -euo pipefail

@@ -23,7 +23,12 @@ enum class FlopCount {
   kNeox,    // 96 B s l h^2 (1 + s/6h): GPT-NeoX's logger (its vocabulary term is added, not multiplied)
   kModel,   // 6 x matmul weights + 12 L T C per token (Megatron's num_floating_point_operations)
   kCausal,  // 6 x matmul weights + 6 L T C per token (attention counted once, causal)
+  kParams,  // 6 x every parameter + 12 L T C per token (llm-foundry's MFU, torchtitan's)
 };
+
+// Which half of the table a row belongs to: the profiles' calibrated constant
+// (sustained_clock) is fitted on kCalibration rows only; CI asserts the kHeldOut rows.
+enum class Half { kCalibration, kHeldOut };
 
 struct Source {
   std::string key;          // "sc21", "mcore", ...
@@ -51,12 +56,26 @@ struct PublishedRun {
   std::string cp_impl;    // context plugin for cp > 1
   int dp_overlap = -1;    // 1 or 0 overrides the source's runtime (SC'21: torch DDP or local DDP)
   double published_tflops = 0;  // per GPU, counted as the source counts
+  // Tokens/s per GPU, where the source states them (then published_tflops is derived).
+  double published_tokens_per_gpu = 0;
+  // The source's own words for the row (its table row, or the sentence that gives it).
+  std::string quote;
+  int grad_wire_bytes = 0;  // > 0 overrides the source's runtime (FSDP's reduce dtype)
+  Half half = Half::kCalibration;  // set by published_runs() (alternating within a source)
+  // Why the row's memory is not checked (the layout ran, but how the framework held it is
+  // not known well enough); empty for the rows whose fit is asserted.
+  std::string memory_unverified;
   // Why the row is shown but neither fitted nor asserted; empty for the rows that are.
   std::string excluded;
 };
 
 const std::vector<Source>& sources();
+// Every row, each with its half: within each source, alternately calibration and held out
+// in the table's order (the rows shown but not asserted take no half).
 const std::vector<PublishedRun>& published_runs();
+// The rows of the sources in published_runs_fsdp.cc (llm-foundry, torchtitan).
+std::vector<Source> fsdp_sources();
+std::vector<PublishedRun> fsdp_runs();
 const Source& source_of(const PublishedRun& run);
 
 // The run as a job file would state it.
@@ -73,7 +92,7 @@ struct Prediction {
   double tflops = 0;     // predicted TFLOP/s per GPU, counted as the source counts
   double mfu = 0;        // predicted MFU (model FLOPs, the profile's peak)
   double published_mfu = 0;
-  double error = 0;      // tflops / published - 1
+  double error = 0;      // tflops / published - 1 (= predicted / published tokens per GPU - 1)
 };
 
 // Plans the run on `hw` (profile_of, possibly with fitted constants).

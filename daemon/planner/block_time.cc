@@ -25,13 +25,25 @@ Attention attention_core(const ModelDims& m, const PlanLayout& l, const Runtime&
   const double heads = m.H / l.tp, hd = m.head_dim(), b = l.micro_batch;
   const double queries = m.T / l.cp;  // the rank's two chunks of every sequence
   Attention a;
-  if (rt.attention == AttentionKernel::kFused) {
-    // Causal: the rank's query chunks (i and 2cp-1-i) see T/2 keys on average.
+  if (rt.attention != AttentionKernel::kMaterialized) {
+    // Causal: the rank's query chunks (i and 2cp-1-i) see T/2 keys on average. The kernel
+    // runs forward and backward (2.5 x the forward's FLOPs) at the fused rate of gemm.h
+    // for the keys one call sweeps; the pair's time splits as the FlashAttention-2 paper's
+    // rates do (backward 2.5x the FLOPs at about 0.85x the forward's rate, kBackwardRatio).
+    // Selective recompute runs
+    // the forward again (Megatron's core-attention recompute); no T x T tensor is stored.
+    constexpr double kBackwardRatio = 2.5 / 0.85;  // backward time / forward time
     const double flops = 4 * b * heads * hd * queries * (m.T / 2);
-    const double rate = hw.peak() * hw.attention_efficiency;
-    a.forward = flops / rate + hw.kernel_overhead;
-    a.backward = 2.5 * flops / rate + 2 * hw.kernel_overhead;
-    return a;  // nothing stored to recompute
+    // The keys one call sweeps: every rank's under the all-gather plugin, a chunk's per
+    // step of the ring.
+    const double keys = l.cp_impl == "allgather" ? m.T : m.T / l.cp;
+    const double rate = rt.attention_relative_rate *
+                        fused_attention_rate(hw, rt.attention == AttentionKernel::kFusedFa2, keys, hd);
+    const double pair = 3.5 * flops / rate;  // forward + backward at the pair's rate
+    a.forward = pair / (1 + kBackwardRatio) + hw.kernel_overhead;
+    a.backward = pair * kBackwardRatio / (1 + kBackwardRatio) + 2 * hw.kernel_overhead;
+    if (m.recompute == Recompute::kSelective) a.recompute = a.forward;
+    return a;
   }
   const double batch = b * heads, e = p.act_bytes;
   const double scores = batch * queries * m.T;
@@ -157,12 +169,13 @@ BlockCost block_cost(const ModelDims& m, const PlanLayout& l, bool moe, const Ru
   return c;
 }
 
-double head_seconds(const ModelDims& m, const PlanLayout& l, const Precision& p,
+double head_seconds(const ModelDims& m, const PlanLayout& l, const Runtime& rt, const Precision& p,
                     const HardwareProfile& hw) {
   const double n = static_cast<double>(l.micro_batch) * m.T / l.cp, e = p.act_bytes;
   const double rows = std::ceil(m.V / l.tp), s = l.sp ? 1.0 / l.tp : 1.0;
   const GemmTimes g = linear_seconds(n, rows, m.C, hw, e);
-  const double loss = n * rows * (2 * e + 6 * 8);  // logits in and out, six fp32 read+write passes
+  // Logits in and their gradient out; unfused, six fp32 read+write passes between.
+  const double loss = n * rows * (2 * e + (rt.fused_cross_entropy ? 0 : 6 * 8));
   const double norm = 3 * n * m.C * e * s;        // final norm forward and backward
   return g.forward + g.backward + stream_seconds(loss + norm, 10, hw);
 }

@@ -11,16 +11,19 @@
 //     (MoE: router [n x E x C], each of the E/ep local experts [c x FC/t x C] and
 //     [c x C x F/t] with c = cf n k ep / E tokens)
 //   attention (per rank H/t heads, the rank's T/cp queries against the causal prefix of
-//     all T keys): flash runs 4 b (H/t) hd (T/cp) (T/2) FLOPs forward and 2.5 times that
-//     backward at peak x attention_efficiency; materialized runs the batched GEMMs
+//     all T keys): fused runs 4 b (H/t) hd (T/cp) (T/2) FLOPs forward and 2.5 times that
+//     backward at gemm.h's fused_attention_rate for the keys a call sweeps (T with the
+//     all-gather context plugin, T/cp per ring step), the kernel class's (the device's best,
+//     or FlashAttention-2) times the runtime's attention_relative_rate, the pair split
+//     1 : 2.5/0.85; materialized runs the batched GEMMs
 //     Q K^T [T/cp x T x hd] and P V [T/cp x hd x T] (and their four backward GEMMs, which
 //     write and read the scores) and the softmax streams them twice forward and three
 //     times backward (+2.5 each with attention dropout: probabilities, output and mask)
 //   elementwise, forward: two norms 4 C s, two residual adds 6 C s, the activation
 //     2F/t (GELU) or 3F/t (SwiGLU), RoPE 2 (H + KV) hd / t, per token, at
 //     memory_bandwidth x elementwise_efficiency; backward twice that
-//   recompute: full repeats the forward (and its tp collectives), selective the
-//     materialized attention core (flash never stores the scores, so nothing)
+//   recompute: full repeats the forward (and its tp collectives), selective the attention
+//     core's forward (Megatron's core-attention recompute, materialized or fused)
 //   tp: per micro-batch 2 all-reduces of n C bytes forward and 2 backward (under sp an
 //     all-gather and a reduce-scatter for each); with tp_overlap each all-gather or
 //     reduce-scatter hides behind its GEMM but for the part longer than the GEMM and one
@@ -61,7 +64,7 @@ BlockCost block_cost(const ModelDims& m, const PlanLayout& l, bool moe, const Ru
 // The LM head and its loss for one micro-batch (the last stage): the [n x V/t x C] GEMM
 // and its backward, the final norm, and the cross-entropy streaming the logits (read in
 // the activations' precision, six fp32 passes, the gradient written back).
-double head_seconds(const ModelDims& m, const PlanLayout& l, const Precision& p,
+double head_seconds(const ModelDims& m, const PlanLayout& l, const Runtime& rt, const Precision& p,
                     const HardwareProfile& hw);
 
 // The embedding for one micro-batch (the first stage): the lookup written, and the

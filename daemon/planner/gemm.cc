@@ -16,7 +16,8 @@ double gemm_seconds(const GemmShape& g, const HardwareProfile& hw, double elemen
     const double waves = std::ceil(tiles / hw.sm_count);
     wave = tiles / (waves * hw.sm_count);
   }
-  const double rate = hw.peak() * hw.matmul_efficiency * wave * g.k / (g.k + hw.gemm_k_half);
+  const double rate =
+      hw.peak() * hw.sustained_clock * hw.matmul_efficiency * wave * g.k / (g.k + hw.gemm_k_half);
   const double math = 2 * g.m * g.n * g.k * g.batch / rate;
   const double bytes = element_bytes * (g.m * g.k + g.k * g.n + g.m * g.n) * g.batch;
   return std::max(math, bytes / hw.memory_bandwidth) + hw.kernel_overhead;
@@ -33,6 +34,14 @@ GemmTimes linear_seconds(double m, double n, double k, const HardwareProfile& hw
   t.forward = gemm_seconds({m, n, k}, hw, element_bytes);
   t.backward = gemm_seconds({m, k, n}, hw, element_bytes) + gemm_seconds({k, n, m}, hw, element_bytes);
   return t;
+}
+
+double fused_attention_rate(const HardwareProfile& hw, bool fa2, double seq, double head_dim) {
+  const double ceiling = fa2 ? hw.attention_efficiency_fa2 : hw.attention_efficiency;
+  const double h = hw.attention_head_dim_half;
+  const double dim = head_dim > 0 ? (head_dim / (head_dim + h)) / (128 / (128 + h)) : 1;
+  const double len = seq > 0 ? seq / (seq + hw.attention_seq_half) : 1;
+  return hw.peak() * hw.sustained_clock * ceiling * len * dim;
 }
 
 }  // namespace partrain::planner

@@ -8,12 +8,15 @@
 //
 //   tiles  = batch x min(ceil(M/128) ceil(N/256), ceil(M/256) ceil(N/128))
 //   waves  = ceil(tiles / SMs),  wave = tiles / (waves SMs)        (1 without SMs)
-//   rate   = peak x matmul_efficiency x wave x K / (K + gemm_k_half)
+//   rate   = peak x sustained_clock x matmul_efficiency x wave x K / (K + gemm_k_half)
 //   t      = max(2 M N K batch / rate, e (M K + K N + M N) batch / memory_bandwidth)
 //            + kernel_overhead                                   (e: bytes per element)
 //
-// Worked example, the shipped A100-80GB profile (312e12 peak, matmul_efficiency 0.78,
-// gemm_k_half 195, 108 SMs, 2.039e12 B/s, 2 us per kernel): M = N = K = 4096 makes
+// matmul_efficiency and gemm_k_half are a benchmark's (gpu_rates.py, fitted by rates.h, or
+// cited); sustained_clock is what a training load holds of the benchmark's clock.
+//
+// Worked example, a profile with 312e12 peak, sustained_clock 1, matmul_efficiency 0.78,
+// gemm_k_half 195, 108 SMs, 2.039e12 B/s, 2 us per kernel: M = N = K = 4096 makes
 // 32 x 16 = 512 tiles, 5 waves over 108 SMs (540 slots, 0.948 used), rate 312e12 x 0.78 x
 // 0.948 x 4096/4291 = 220.3e12 FLOP/s, so 1.374e11 FLOPs take 0.624 ms (the 100.7 MB it
 // moves would take 0.049 ms), 0.626 ms with the kernel's overhead.
@@ -41,5 +44,12 @@ struct GemmTimes {
 };
 GemmTimes linear_seconds(double m, double n, double k, const HardwareProfile& hw,
                          double element_bytes);
+
+// The FLOP/s of a fused attention kernel, forward and backward together, on the causal
+// FLOPs it executes, for sequences of `seq` keys and heads of `head_dim`:
+//   peak x sustained_clock x e x seq / (seq + attention_seq_half) x g(head_dim),
+//   g(hd) = (hd / (hd + attention_head_dim_half)) / (128 / (128 + attention_head_dim_half)),
+// e = attention_efficiency (the device's best kernel) or attention_efficiency_fa2.
+double fused_attention_rate(const HardwareProfile& hw, bool fa2, double seq, double head_dim);
 
 }  // namespace partrain::planner

@@ -12,6 +12,7 @@
 #include <toml++/toml.h>
 
 #include "common/read_file.h"
+#include "planner/rates.h"
 
 #ifndef PARTRAIN_HARDWARE_DIR_DEFAULT
 #define PARTRAIN_HARDWARE_DIR_DEFAULT "/etc/partrain/hardware"
@@ -46,6 +47,12 @@ const std::vector<Key>& keys() {
       {"compute", "kernel_overhead", &H::kernel_overhead},
       {"compute", "elementwise_efficiency", &H::elementwise_efficiency},
       {"compute", "attention_efficiency", &H::attention_efficiency},
+      {"compute", "attention_efficiency_fa2", &H::attention_efficiency_fa2},
+      {"compute", "attention_seq_half", &H::attention_seq_half},
+      {"compute", "attention_head_dim_half", &H::attention_head_dim_half},
+      {"compute", "sustained_clock", &H::sustained_clock},
+      {"compute", "comm_sm_share", &H::comm_sm_share},
+      {"compute", "measured_rates", nullptr, &H::measured_rates},
       {"memory", "bytes", &H::memory_bytes, nullptr, true},
       {"memory", "bandwidth", &H::memory_bandwidth, nullptr, true},
       {"memory", "reserved_bytes", &H::reserved_bytes},
@@ -144,6 +151,12 @@ Result<HardwareProfile> parse_hardware(std::string_view text, const std::string&
   }
   if (h.attention_efficiency <= 0) h.attention_efficiency = h.matmul_efficiency;
   if (h.attention_efficiency > 1) return bad(path, "compute.attention_efficiency must be in (0, 1]");
+  if (h.attention_efficiency_fa2 <= 0) h.attention_efficiency_fa2 = h.attention_efficiency;
+  if (h.attention_efficiency_fa2 > 1) return bad(path, "compute.attention_efficiency_fa2 must be in (0, 1]");
+  if (h.sustained_clock <= 0 || h.sustained_clock > 1) {
+    return bad(path, "compute.sustained_clock must be in (0, 1]");
+  }
+  if (h.comm_sm_share >= 1) return bad(path, "compute.comm_sm_share must be a fraction below 1");
   if (h.fragmentation >= 1) return bad(path, "memory.fragmentation must be a fraction below 1");
   if (h.inter_switch_bandwidth <= 0) h.inter_switch_bandwidth = h.inter_bandwidth;
   return h;
@@ -185,7 +198,17 @@ Result<HardwareProfile> load_hardware(const std::string& name_or_path, const std
                                          : "; choose one of " + list) +
                            ", or give a profile file");
   }
-  return parse_hardware(*text, path);
+  Result<HardwareProfile> hw = parse_hardware(*text, path);
+  if (!hw || hw->measured_rates.empty()) return hw;
+  // The device's measurement, when it is there: a path relative to the profile's folder.
+  const std::string rates = (fs::path(path).parent_path() / hw->measured_rates).string();
+  Result<std::string> measured = read_regular_file(rates, "measured rates", size_t{4} << 20);
+  if (!measured && measured.status().code() == StatusCode::kNotFound) return hw;
+  if (!measured) return Status::invalid("partrain: " + path + ": measured_rates " + measured.status().message());
+  Result<MeasuredRates> parsed = parse_rates(*measured, rates);
+  if (!parsed) return parsed.status();
+  apply_rates(*parsed, &*hw);
+  return hw;
 }
 
 }  // namespace partrain::planner

@@ -29,8 +29,8 @@ struct HardwareProfile {
   std::string kind = "cuda";   // [device] kind: "cuda" or "cpu" (sets the precision). Default: cuda
   double peak_bf16 = 0;        // [compute] peak dense bf16 FLOP/s per device. Required for cuda
   double peak_fp32 = 0;        // [compute] peak dense fp32 FLOP/s per device. Required
-  // [compute] the share of peak the best-shaped GEMM reaches (a measured maximum, e.g. the
-  // MAMF of ml-engineering's table). Default: 1
+  // [compute] the share of peak the best-shaped GEMM reaches in a benchmark (a measured
+  // maximum: gpu_rates.py, or the MAMF of ml-engineering's table). Default: 1
   double matmul_efficiency = 1;
   // [compute] a GEMM's inner dimension K at which its rate is half the ceiling: the rate
   // scales by K / (K + gemm_k_half) (each output tile's prologue and epilogue against its
@@ -44,9 +44,37 @@ struct HardwareProfile {
   // [compute] share of the memory bandwidth elementwise kernels (norms, activations,
   // residual adds, softmax over materialized scores) reach. Default: 1
   double elementwise_efficiency = 1;
-  // [compute] share of peak a fused (FlashAttention-style) attention kernel reaches on
-  // the FLOPs it executes; 0 in the file = matmul_efficiency. Default: matmul_efficiency
+  // [compute] share of peak the device's best fused attention kernel (cuDNN SDPA or
+  // FlashAttention-3 on Hopper, FlashAttention-2 on Ampere) reaches, forward and backward
+  // together, on the causal FLOPs it executes, at long sequences and head dim 128; 0 in
+  // the file = matmul_efficiency. Default: matmul_efficiency
   double attention_efficiency = 0;
+  // [compute] the same for a FlashAttention-2 class kernel (torch SDPA's flash backend);
+  // 0 in the file = attention_efficiency. Default: attention_efficiency
+  double attention_efficiency_fa2 = 0;
+  // [compute] the sequence length at which a fused attention kernel runs at half its
+  // ceiling: the rate scales by T / (T + attention_seq_half) (each query tile's start-up
+  // and its causal diagonal tile against the T keys it sweeps). Default: 0
+  double attention_seq_half = 0;
+  // [compute] the head dimension at which it runs at half its ceiling: the rate scales by
+  // hd / (hd + attention_head_dim_half), normalized to 1 at head dim 128. Default: 0
+  double attention_head_dim_half = 0;
+  // [compute] the share of the boost clock the tensor cores hold under a sustained
+  // training load (power and thermal limits): every compute rate above, measured in short
+  // benchmarks, is scaled by it; memory-bound kernels are not. The one calibrated constant:
+  // bench/planner/fit_half.sh fits it on the calibration half of the published runs.
+  // Default: 1
+  double sustained_clock = 1;
+  // [compute] share of the SMs the collective kernels (NCCL's channels) occupy while they
+  // overlap compute; compute slows by it for as long as they run. Default: 0
+  double comm_sm_share = 0;
+  // [compute] a gpu_rates.py measurement (bench/planner/gpu_rates.py) of this device, a
+  // path relative to the profile's folder. When the file is present, matmul_efficiency and
+  // gemm_k_half come from its GEMMs, the attention constants from its SDPA runs and
+  // elementwise_efficiency from its pointwise runs, replacing the values written here.
+  // Default: "" (none)
+  std::string measured_rates;
+  bool rates_measured = false;  // set when measured_rates was found and applied
   double memory_bytes = 0;     // [memory] bytes per device (HBM, or RAM for cpu). Required
   double memory_bandwidth = 0;   // [memory] bytes/s. Required
   double reserved_bytes = 0;   // [memory] taken before training (CUDA context, NCCL). Default: 0

@@ -118,6 +118,20 @@ std::vector<double> chunk_slots(const PlanLayout& l, int stage) {
   return {static_cast<double>(std::min(p - r, m))};  // 1F1B (and schedules the planner does not know)
 }
 
+double rank_peak_in_flight(const PlanLayout& l, int stage) {
+  const int m = l.grad_accum, p = l.pp, v = std::max(1, l.virtual_stages), r = stage;
+  if (l.pp <= 1 || l.sched != "interleaved" || v <= 1) return in_flight_micro_batches(l, stage);
+  // The interleaved order of chunk_slots, counting every chunk's micro-batches together.
+  const int total = m * v, warmup = m == p ? total : std::min(2 * (p - r - 1) + (v - 1) * p, total);
+  int now = 0, peak = 0;
+  for (int k = 0; k < warmup; ++k) peak = std::max(peak, ++now);
+  for (int k = 0; k < total - warmup; ++k) {
+    peak = std::max(peak, ++now);
+    --now;
+  }
+  return static_cast<double>(peak) / v;
+}
+
 double in_flight_micro_batches(const PlanLayout& l, int stage) {
   const std::vector<double> slots = chunk_slots(l, stage);
   double sum = 0;
@@ -131,9 +145,6 @@ double bubble_fraction(int pp, int micro_batches, int virtual_stages) {
   return (p - 1) / (m + p - 1) / std::max(1, virtual_stages);
 }
 
-namespace {
-
-// Blocks [first, end) of pipeline stage s of the pp * v stages.
 std::pair<int, int> stage_blocks(const ModelDims& m, const PlanLayout& l, int s) {
   const int stages = l.pp * std::max(1, l.virtual_stages);
   if (static_cast<int>(l.stage_bounds.size()) == stages + 1) {
@@ -143,14 +154,11 @@ std::pair<int, int> stage_blocks(const ModelDims& m, const PlanLayout& l, int s)
   return {s * per, (s + 1) * per};
 }
 
-// MoE blocks among blocks [b0, b1).
 int moe_blocks(const ModelDims& m, int b0, int b1) {
   int n = 0;
   for (int i = b0; i < b1 && m.moe_layers > 0; ++i) n += engine::is_moe_layer(static_cast<int>(m.E), m.moe_every, i) ? 1 : 0;
   return n;
 }
-
-}  // namespace
 
 MemoryBreakdown stage_memory(const ModelDims& m, const PlanLayout& l, const Precision& prec,
                              double fragmentation, double reserved, int stage) {

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/options.h"
@@ -112,6 +113,16 @@ std::vector<double> chunk_slots(const PlanLayout& l, int stage);
 // The rank's in-flight micro-batches in units of its whole share of the layers: the sum of
 // chunk_slots over v.
 double in_flight_micro_batches(const PlanLayout& l, int stage);
+// The most micro-batches (in the same units) the rank holds at one moment, for a runtime
+// that allocates activations as they come (Megatron): under interleaving the peak of the
+// chunks' sum, p (1 + (p-1)/(p v)) on the first stage (Korthikanti et al., section 4.2.3),
+// at most the sum of the chunks' own peaks that in_flight_micro_batches counts.
+double rank_peak_in_flight(const PlanLayout& l, int stage);
+
+// Blocks [first, end) of pipeline stage s of the pp * v stages (the layout's stage_bounds,
+// else L / (pp v) each), and the MoE blocks among blocks [b0, b1).
+std::pair<int, int> stage_blocks(const ModelDims& m, const PlanLayout& l, int s);
+int moe_blocks(const ModelDims& m, int b0, int b1);
 
 // The pipeline bubble, the idle fraction of a step: (p-1)/(m+p-1), divided by v when
 // interleaved.

@@ -9,6 +9,7 @@
 #include "layout/topology.h"
 #include "layout/validate.h"
 #include "pipeline/partition.h"
+#include "planner/framework_memory.h"
 #include "planner/runnable.h"
 
 namespace partrain::planner {
@@ -155,7 +156,9 @@ Result<Plan> make_plan(const config::JobConfig& job, const Cluster& cluster,
   }
   plan.global_batch = static_cast<int64_t>(l.micro_batch) * l.grad_accum * l.dp;
   plan.bubble = bubble_fraction(l.pp, l.grad_accum, l.virtual_stages);
-  plan.stages = all_stage_memory(plan.model, l, plan.precision, hw.fragmentation, hw.reserved_bytes);
+  plan.runtime = options.runtime ? *options.runtime : partrain_runtime(hw.kind == "cpu");
+  plan.stages = runtime_stage_memory(plan.model, l, plan.runtime, plan.precision, hw.fragmentation,
+                                     hw.reserved_bytes);
   plan.memory = plan.stages.front();  // the stage that needs most decides the fit
   for (const MemoryBreakdown& b : plan.stages) {
     if (b.total() > plan.memory.total()) plan.memory = b;
@@ -193,10 +196,6 @@ Result<Plan> make_plan(const config::JobConfig& job, const Cluster& cluster,
     plan.spans = spans_of(*layout, view, *mapping);
   }
 
-  // The engine's attention workspace: fp32 scores and bf16 probabilities of every head.
-  const double scores = static_cast<double>(l.micro_batch) * plan.model.H / l.tp * plan.model.T / l.cp *
-                        plan.model.T * (4 + plan.precision.act_bytes);
-  plan.runtime = options.runtime ? *options.runtime : partrain_runtime(hw.kind == "cpu", scores);
   StepInputs in;
   in.model = plan.model;
   in.params = plan.params;

@@ -40,34 +40,75 @@ struct RankTime {
 };
 
 // Seconds of the gradient reduction over dp x cp (and of ZeRO's parameter gathers) for
-// one rank, and the part its compute does not hide.
-std::pair<double, double> data_parallel(const RankTime& r, const StepInputs& in, double busy,
-                                        const HardwareProfile& hw) {
+// one rank, and the part its compute does not hide (with what the collectives' kernels
+// take from the compute they overlap: comm_sm_share of it).
+//
+// Every bucket is its own collective and pays its latency: DDP and ZeRO-1/2 reduce
+// ceil(params / grad_bucket_params) buckets behind the last micro-batch's backward (each
+// micro-batch's under reduce_every_micro_batch); ZeRO-1/2 gather the updated weights once
+// (behind the next forward with param_gather_overlap). ZeRO-3 gathers each block before
+// its forward and again before its backward and reduce-scatters its gradient after it,
+// every micro-batch, one block ahead of the compute: block i's collectives hide behind
+// block i-1's compute, and what is longer is exposed, plus the first gather.
+std::pair<double, double> data_parallel(const RankTime& r, const StepInputs& in, const HardwareProfile& hw) {
   const PlanLayout& l = in.layout;
   const Runtime& rt = in.runtime;
   const Spans& sp = in.spans;
   if (sp.dp.ranks <= 1 && sp.expert_dp.ranks <= 1) return {0, 0};
   const double wire = rt.grad_wire_bytes > 0 ? rt.grad_wire_bytes : in.precision.grad_bytes;
   const double pb = in.precision.param_bytes;
-  auto over = [&](Collective c, double dense, double expert) {
-    return collective_seconds(c, dense, sp.dp, hw) + collective_seconds(c, expert, sp.expert_dp, hw);
+  const double params = r.dense_params + r.expert_params;
+  // One collective per bucket of `per` parameters, over the dense and expert groups.
+  auto bucketed = [&](Collective c, double bytes_per_param, double per) {
+    double t = 0;
+    for (const auto& [count, group] : {std::pair{r.dense_params, &sp.dp}, std::pair{r.expert_params, &sp.expert_dp}}) {
+      if (count <= 0) continue;
+      const double n = std::ceil(count / per);
+      t += n * collective_seconds(c, count / n * bytes_per_param, *group, hw);
+    }
+    return t;
   };
-  double reduce = 0, gather = 0, gather_hidden_by = 0;
-  if (l.zero == 0) {
-    reduce = over(Collective::kAllReduce, r.dense_params * wire, r.expert_params * wire);
-  } else {
-    reduce = over(Collective::kReduceScatter, r.dense_params * wire, r.expert_params * wire);
-    const double once = over(Collective::kAllGather, r.dense_params * pb, r.expert_params * pb);
-    // ZeRO-1/2 gather the updated weights once; ZeRO-3 gathers every block before its
-    // forward and its backward, prefetched one block ahead of the compute.
-    gather = l.zero >= 3 ? 2.0 * l.grad_accum * once : once;
-    gather_hidden_by = l.zero >= 3 ? busy : (rt.param_gather_overlap ? r.forward : 0);
+  const double m = l.grad_accum, share = hw.comm_sm_share;
+  if (l.zero >= 3) {
+    const double blocks = std::max(1, r.blocks), per = std::max(1.0, params / blocks);
+    const double ag = bucketed(Collective::kAllGather, pb, per) / blocks;
+    const double rs = bucketed(Collective::kReduceScatter, wire, per) / blocks;
+    const double fwd = r.forward / blocks, bwd = r.backward / blocks;
+    const double rs_times = rt.reduce_every_micro_batch ? m : 1;
+    const double all = m * blocks * 2 * ag + rs_times * blocks * rs;
+    const double bwd_gather = rt.zero3_backward_prefetch ? std::max(0.0, ag - bwd) : ag;
+    const double exposed = m * (blocks * (std::max(0.0, ag - fwd) + bwd_gather) + ag) +
+                           rs_times * blocks * std::max(0.0, rs - bwd) +
+                           share * (m * blocks * (std::min(ag, fwd) + std::min(ag, bwd)) +
+                                    rs_times * blocks * std::min(rs, bwd));
+    return {all, exposed};
   }
-  const double bucket = 1.0 / std::max(1, r.blocks);  // the first block's share, reduced last
-  const double reduce_exposed = rt.dp_overlap ? std::max(reduce - r.backward, reduce * bucket) : reduce;
-  const double gather_exposed =
-      gather_hidden_by > 0 ? std::max(gather - gather_hidden_by, gather * bucket) : gather;
-  return {reduce + gather, reduce_exposed + gather_exposed};
+  // The window the last backward (and the next forward) opens: one micro-batch, or under
+  // interleaving the last group of p micro-batches, which sweeps every chunk of the rank
+  // (Megatron's interleaved order), so each chunk's buckets go as its last backward ends.
+  const double window = l.pp > 1 && l.virtual_stages > 1 ? std::min<double>(l.pp, m) : 1;
+  const double backward = window * r.backward, forward = window * r.forward;
+  const double per = std::max(1.0, rt.grad_bucket_params);
+  const double reduce_once = bucketed(l.zero == 0 ? Collective::kAllReduce : Collective::kReduceScatter, wire, per);
+  const double reduce_times = rt.reduce_every_micro_batch ? m : 1;
+  const double bucket = per / std::max(per, params);  // the last bucket, reduced after the backward
+  double exposed = 0;
+  if (rt.dp_overlap) {
+    // The last micro-batch's backward hides the buckets reduced before it ends; earlier
+    // micro-batches' (reduce_every_micro_batch) hide behind the next one's backward.
+    exposed = reduce_times * (std::max(reduce_once - backward, reduce_once * bucket) +
+                              share * std::min(reduce_once, backward));
+  } else {
+    exposed = reduce_times * reduce_once;
+  }
+  double gather = 0;
+  if (l.zero >= 1) {
+    gather = bucketed(Collective::kAllGather, pb, per);
+    exposed += rt.param_gather_overlap
+                   ? std::max(gather - forward, gather * bucket) + share * std::min(gather, forward)
+                   : gather;
+  }
+  return {reduce_times * reduce_once + gather, exposed};
 }
 
 // Every pipeline rank's micro-batch time by part; `p2p` receives one pipeline transfer's
@@ -81,7 +122,7 @@ std::vector<RankTime> rank_times(const StepInputs& in, const HardwareProfile& hw
   const double tp = l.tp, e = in.precision.act_bytes;
   const BlockCost dense = block_cost(m, l, false, rt, in.spans, in.precision, hw);
   const BlockCost moe = m.moe_layers > 0 ? block_cost(m, l, true, rt, in.spans, in.precision, hw) : BlockCost{};
-  const double head = head_seconds(m, l, in.precision, hw);
+  const double head = head_seconds(m, l, rt, in.precision, hw);
   const double embed = embedding_seconds(m, l, in.precision, hw);
   const std::vector<int> bounds = stage_bounds(m, l, rt, stages);
   // A pipeline transfer: a stage's output for one micro-batch (1/tp of it per rank when
@@ -174,7 +215,7 @@ StepTime predict_step(const StepInputs& in, const HardwareProfile& hw) {
   const Precision& pr = in.precision;
   for (int r = 0; r < p; ++r) {
     const RankTime& t = ranks[static_cast<size_t>(r)];
-    const auto [all, shown] = data_parallel(t, in, busy, hw);
+    const auto [all, shown] = data_parallel(t, in, hw);
     st.dp = std::max(st.dp, all);
     st.dp_exposed = std::max(st.dp_exposed, shown - mean * r / v);
     // AdamW reads weight, gradient, moments (and master) and writes all but the gradient.
