@@ -3,7 +3,7 @@
 // partrain-plan(1)).
 //
 //   partrain plan JOB.toml --partrain=SPEC --nodes N --gpus-per-node G --hardware PROFILE
-//                 [--json] [--search [--top K]] [--hardware-dir DIR]
+//                 [--json] [--search [--top K]] [--explain] [--auto] [--hardware-dir DIR]
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -18,6 +18,7 @@
 #include "config/job_config.h"
 #include "config/site_config.h"
 #include "engine/io/json.h"
+#include "planner/auto_layout.h"
 #include "planner/plan.h"
 
 namespace partrain::cli {
@@ -28,7 +29,7 @@ using planner::Plan;
 struct PlanArgs {
   std::string job, spec, hardware, hardware_dir;
   int nodes = 1, gpus_per_node = 0;
-  bool json = false, search = false;
+  bool json = false, search = false, explain = false, automatic = false;
   int top = 5;
 };
 
@@ -251,6 +252,43 @@ void print_plan(const Plan& p, const config::JobConfig& job, const PlanArgs& a,
 }
 
 
+// --explain: the choice, then why each other layout lost: on time (the next fastest that
+// fit), on memory or on what this version runs (those that would have been faster), and
+// how many the layout core refuses for this job.
+int print_explain(const planner::SearchResult& found, const config::JobConfig& job, const PlanArgs& a,
+                  const planner::Cluster& cluster, const planner::HardwareProfile& hw) {
+  const size_t k = static_cast<size_t>(std::max(1, a.top));
+  std::printf("partrain plan --explain: %s on %d node(s) x %d, profile %s: %d layouts considered, %zu fit and run, "
+              "%zu valid but rejected, %zu invalid for this job\n",
+              job.name.c_str(), a.nodes, cluster.gpus_per_node, hw.name.c_str(), found.considered,
+              found.fits.size(), found.rejected.size(), found.invalid.size());
+  if (found.fits.empty()) {
+    std::printf("no layout fits and runs\n");
+  } else {
+    const Plan& w = found.fits.front();
+    std::printf("\nchosen: %s: %.4g s per step, %s per device; %s\n", planner::describe(w).c_str(), w.time.total,
+                bytes_text(w.memory.total()).c_str(),
+                planner::why_it_wins(w, found.fits.size() > 1 ? &found.fits[1] : nullptr).c_str());
+    if (found.fits.size() > 1) std::printf("\nlost on time (fit and run), the next %zu:\n", std::min(k, found.fits.size() - 1));
+    for (size_t i = 1; i < found.fits.size() && i <= k; ++i) {
+      std::printf("  %-66s %s\n", planner::describe(found.fits[i]).c_str(),
+                  planner::why_it_loses(found.fits[i], w).c_str());
+    }
+    size_t shown = 0;
+    for (const Plan& p : found.rejected) {
+      if (p.time.tokens_per_s <= w.time.tokens_per_s || shown == k) continue;
+      if (shown++ == 0) std::printf("\nfaster on paper, rejected:\n");
+      std::printf("  %-66s %.4g s per step, but %s\n", planner::describe(p).c_str(), p.time.total,
+                  planner::why_it_loses(p, w).c_str());
+    }
+  }
+  for (size_t i = 0; i < found.invalid.size() && i < 3; ++i) {
+    if (i == 0) std::printf("\ninvalid for this job, e.g.:\n");
+    std::printf("  --partrain=%s: %s\n", found.invalid[i].first.c_str(), found.invalid[i].second.c_str());
+  }
+  return kExitOk;
+}
+
 int run_plan(const PlanArgs& a) {
   Result<planner::HardwareProfile> hw = planner::load_hardware(a.hardware, a.hardware_dir);
   if (!hw) return fail(hw.status());
@@ -263,7 +301,7 @@ int run_plan(const PlanArgs& a) {
   planner::Cluster cluster{a.nodes, a.gpus_per_node > 0 ? a.gpus_per_node : hw->gpus_per_node};
   PlanArgs shown = a;
   shown.gpus_per_node = cluster.gpus_per_node;
-  if (!a.search) {
+  if (!a.search && !a.explain && !a.automatic) {
     Result<Plan> plan = planner::make_plan(*job, cluster, *hw);
     if (!plan) return fail(plan.status());
     if (a.json) {
@@ -273,8 +311,23 @@ int run_plan(const PlanArgs& a) {
     }
     return kExitOk;
   }
-  int considered = 0;
-  const std::vector<Plan> plans = planner::search_plans(*job, cluster, *hw, &considered);
+  if (a.automatic) {
+    Result<planner::AutoChoice> choice = planner::choose_layout(*job, cluster, *hw);
+    if (!choice) return fail(choice.status());
+    if (a.json) {
+      std::printf("{\"spec\":%s,\"runner_up\":%s,\"considered\":%d,\"fitting\":%d,\"plan\":%s}\n",
+                  quoted(choice->chosen.spec.to_string()).c_str(),
+                  quoted(choice->runner_up ? choice->runner_up->spec.to_string() : "").c_str(), choice->considered,
+                  choice->fitting, json_plan(choice->chosen, *hw).c_str());
+    } else {
+      for (const std::string& line : planner::describe_choice(*choice)) std::printf("%s\n", line.c_str());
+    }
+    return kExitOk;
+  }
+  const planner::SearchResult found = planner::search_layouts(*job, cluster, *hw);
+  const std::vector<Plan>& plans = found.fits;
+  const int considered = found.considered;
+  if (a.explain) return print_explain(found, *job, a, cluster, *hw);
   const size_t shown_count = std::min(plans.size(), static_cast<size_t>(std::max(1, a.top)));
   if (a.json) {
     std::string out = "{\"considered\":" + std::to_string(considered) +
@@ -328,7 +381,13 @@ void register_plan(CLI::App& app, CommandResult* result) {
   cmd->add_flag("--search", args->search,
                 "rank every valid layout that fits and that this version runs on the profile's "
                 "devices by predicted throughput");
-  cmd->add_option("--top", args->top, "layouts shown by --search (default: 5)")
+  cmd->add_flag("--explain", args->explain,
+                "search, then say why every other layout lost: on time (which parts of the step), "
+                "on memory, or on what this version runs");
+  cmd->add_flag("--auto", args->automatic,
+                "choose the layout --partrain=auto would (the fastest that fits and runs, over the "
+                "spec's axes, the job's recompute and micro_batch kept) and print it with the runner-up");
+  cmd->add_option("--top", args->top, "layouts shown by --search and --explain (default: 5)")
       ->check(cli_checks::kPositive);
   cmd->callback([args, result] { result->exit_code = run_plan(*args); });
 }

@@ -1,7 +1,7 @@
 // `partrain run` and `partrain export`: single-rank training and weight export.
 //
 //   partrain run JOB.toml [--steps N] [--init FILE.safetensors|DIR] [--save FILE.safetensors]
-//                [--device cpu|cuda|cuda:N] [--partrain SPEC] [--nproc N] [--trace STEPS]
+//                [--device cpu|cuda|cuda:N] [--partrain SPEC|auto] [--nproc N] [--trace STEPS]
 //                [--resume auto|never|STEP]
 //   partrain export JOB.toml [--from FILE.safetensors] -o OUT.safetensors | --hf DIR [--tokenizer F...]
 //
@@ -30,6 +30,7 @@
 #include "agent/agent.h"
 #include "agent/gpu_binding.h"
 #include "agent/resume_policy.h"
+#include "cli/auto_spec.h"
 #include "cli/commands.h"
 #include "common/cli_checks.h"
 #include "common/exit_codes.h"
@@ -166,9 +167,15 @@ void log_restart_count() {
   }
 }
 
-int run_train(const RunArgs& a) {
+int run_train(const RunArgs& given) {
   // --hardware-dir reaches load_hardware here and in the workers as PARTRAIN_HARDWARE_DIR.
-  if (!a.hardware_dir.empty()) ::setenv("PARTRAIN_HARDWARE_DIR", a.hardware_dir.c_str(), 1);
+  if (!given.hardware_dir.empty()) ::setenv("PARTRAIN_HARDWARE_DIR", given.hardware_dir.c_str(), 1);
+  RunArgs a = given;
+  if (a.spec == "auto") {  // the planner's choice, as if the user had typed it
+    Result<std::string> spec = auto_spec(a.job, a.nproc, a.device, a.hardware);
+    if (!spec) return fail(spec.status());
+    a.spec = *spec;
+  }
   if (!a.trace.empty()) {
     if (Result<trace::StepSet> steps = trace::StepSet::parse(a.trace); !steps) return fail(steps.status());
   }
@@ -277,7 +284,8 @@ void register_run(CLI::App& app, CommandResult* result) {
                   "aside) or STEP (that committed checkpoint); default: [checkpoint] resume, auto");
   run->add_option("--partrain", args->spec,
                   "parallel layout, e.g. dp2, tp2,dp2, dp2,ep2 or pp4,sched=interleaved:2 (more "
-                  "than one rank needs --nproc)");
+                  "than one rank needs --nproc), or auto: the fastest that fits, as partrain plan --auto "
+                  "chooses it for --nproc ranks");
   run->add_option("--nproc", args->nproc,
                   "local ranks: start the partraind agent with N worker processes (the layout's "
                   "world size, e.g. --partrain=dp2 --nproc 2)")

@@ -7,6 +7,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "config/job_config.h"
@@ -67,13 +68,39 @@ Result<Plan> make_plan(const config::JobConfig& job, const Cluster& cluster,
                        const HardwareProfile& hw, const Plan* same_traffic = nullptr,
                        const PlanOptions& options = {});
 
-// Every valid layout of the job on the cluster (tp within a node, pp dividing the layers,
-// ZeRO 0-3, sequence parallel on and off, the three recompute modes, 1F1B and
-// interleaved:2, micro-batches that keep the global batch), the ones that fit and this
-// version can run on the profile's device (runnable.h), fastest first. `considered`
-// (optional) receives how many layouts were tried.
+// What search_layouts varies.
+struct SearchOptions {
+  // Also the job file's settings ([model] recompute: the three modes; [training]
+  // micro_batch: every divisor of the per-replica batch up to 64); false: the spec's axes
+  // only, the job's recompute and micro-batch kept (--partrain=auto, which exports a spec).
+  // Default: true
+  bool vary_job = true;
+};
+
+struct SearchResult {
+  std::vector<Plan> fits;      // fit and this version runs them on the device: fastest first
+  std::vector<Plan> rejected;  // valid, but too big for the device or not runnable here
+  // Layouts the layout core refuses for this job (heads % tp, batch % dp, ...): spec, why.
+  std::vector<std::pair<std::string, std::string>> invalid;
+  int considered = 0;
+};
+
+// Every layout of the job on the cluster (tp within a node, pp dividing the layers, ep
+// dividing dp and the experts, ZeRO 0-3 when dp > 1, sequence parallel on and off, 1F1B
+// and interleaved:2, and with vary_job the recompute modes and micro-batches), sorted into
+// those that fit and run (fastest first), those that do not, and the invalid ones.
+SearchResult search_layouts(const config::JobConfig& job, const Cluster& cluster, const HardwareProfile& hw,
+                            const SearchOptions& options = {});
+
+// search_layouts(job, cluster, hw).fits; `considered` (optional) receives how many
+// layouts were tried.
 std::vector<Plan> search_plans(const config::JobConfig& job, const Cluster& cluster,
                                const HardwareProfile& hw, int* considered = nullptr);
+
+// Why `loser` is not chosen over `winner`: "needs 92.1 GiB of 80.0", "this version does not
+// run it: ...", or "12.3% slower: 0.31 s more pipeline bubble, 0.12 s more exposed DP
+// reduction" (the two parts of the step it loses most on).
+std::string why_it_loses(const Plan& loser, const Plan& winner);
 
 // The layout in one line: the spec plus the job-file settings a search varies
 // ([model] recompute, [training] micro_batch).

@@ -1,4 +1,4 @@
-// search_plans and why_it_wins (see plan.h).
+// search_layouts, why_it_loses and why_it_wins (see plan.h).
 #include "planner/plan.h"
 
 #include <algorithm>
@@ -37,28 +37,32 @@ std::string seconds(double s) {
 
 }  // namespace
 
-std::vector<Plan> search_plans(const config::JobConfig& job, const Cluster& cluster,
-                               const HardwareProfile& hw, int* considered) {
-  std::vector<Plan> fits;
-  int tried = 0;
+SearchResult search_layouts(const config::JobConfig& job, const Cluster& cluster, const HardwareProfile& hw,
+                            const SearchOptions& options) {
+  SearchResult out;
   const int world = cluster.world();
   const int experts = job.model.moe_experts;
+  const std::vector<engine::Recompute> modes =
+      options.vary_job ? std::vector<engine::Recompute>{engine::Recompute::kNone, engine::Recompute::kSelective,
+                                                        engine::Recompute::kFull}
+                       : std::vector<engine::Recompute>{job.model.recompute};
   for (int tp : divisors(cluster.gpus_per_node, cluster.gpus_per_node)) {
     for (int pp : divisors(job.model.layers, job.model.layers)) {
       if (world % (tp * pp) != 0) continue;
       const int dp = world / (tp * pp);
       const int64_t per_dp = job.training.global_batch / dp;
       if (per_dp < 1 || job.training.global_batch % dp != 0) continue;
+      const std::vector<int> micros = options.vary_job ? divisors(static_cast<int>(per_dp), 64)
+                                                       : std::vector<int>{job.training.micro_batch};
       for (int ep : experts > 0 ? divisors(dp, experts) : std::vector<int>{1}) {
         if (experts > 0 && experts % ep != 0) continue;
         for (int zero = 0; zero <= (dp > 1 ? 3 : 0); ++zero) {
           for (int v : pp > 1 ? std::vector<int>{1, 2} : std::vector<int>{1}) {
-            for (int micro : divisors(static_cast<int>(per_dp), 64)) {
+            for (int micro : micros) {
               // Recompute and sp change memory and time, not the bytes moved: map once.
               std::optional<Plan> mapped;
               for (int sp = 0; sp <= (tp > 1 ? 1 : 0); ++sp) {
-                for (engine::Recompute r : {engine::Recompute::kNone, engine::Recompute::kSelective,
-                                            engine::Recompute::kFull}) {
+                for (engine::Recompute r : modes) {
                   config::JobConfig candidate = job;
                   ParallelSpec& s = candidate.parallelism;
                   s = ParallelSpec{};
@@ -68,11 +72,17 @@ std::vector<Plan> search_plans(const config::JobConfig& job, const Cluster& clus
                   s.virtual_stages = v;
                   candidate.training.micro_batch = micro;
                   candidate.model.recompute = r;
-                  ++tried;
+                  ++out.considered;
                   Result<Plan> plan = make_plan(candidate, cluster, hw, mapped ? &*mapped : nullptr);
-                  if (!plan) continue;
+                  if (!plan) {
+                    const std::string spec = s.to_string();
+                    if (out.invalid.size() < 1000 && (out.invalid.empty() || out.invalid.back().first != spec)) {
+                      out.invalid.emplace_back(spec, plan.status().message());
+                    }
+                    continue;
+                  }
                   if (!mapped) mapped = *plan;
-                  if (plan->fits && plan->runnable.is_ok()) fits.push_back(std::move(plan).value());
+                  (plan->fits && plan->runnable.is_ok() ? out.fits : out.rejected).push_back(std::move(plan).value());
                 }
               }
             }
@@ -82,17 +92,65 @@ std::vector<Plan> search_plans(const config::JobConfig& job, const Cluster& clus
     }
   }
   // Fastest first; among equals, the one with more memory to spare.
-  std::stable_sort(fits.begin(), fits.end(), [](const Plan& a, const Plan& b) {
+  auto faster = [](const Plan& a, const Plan& b) {
     if (a.time.tokens_per_s != b.time.tokens_per_s) return a.time.tokens_per_s > b.time.tokens_per_s;
     return a.memory.total() < b.memory.total();
-  });
-  if (considered != nullptr) *considered = tried;
-  return fits;
+  };
+  std::stable_sort(out.fits.begin(), out.fits.end(), faster);
+  std::stable_sort(out.rejected.begin(), out.rejected.end(), faster);
+  return out;
+}
+
+std::vector<Plan> search_plans(const config::JobConfig& job, const Cluster& cluster,
+                               const HardwareProfile& hw, int* considered) {
+  SearchResult r = search_layouts(job, cluster, hw);
+  if (considered != nullptr) *considered = r.considered;
+  return std::move(r.fits);
 }
 
 std::string describe(const Plan& p) {
   return p.spec.to_string() + " recompute=" + recompute_name(p.model.recompute) +
          " micro_batch=" + std::to_string(p.layout.micro_batch);
+}
+
+namespace {
+
+// The parts of the step `w` saves over `next`, largest first.
+std::vector<std::pair<const char*, double>> savings(const Plan& w, const Plan& next) {
+  std::vector<std::pair<const char*, double>> gains = {
+      {"compute", next.time.compute - w.time.compute},
+      {"pipeline bubble", next.time.bubble - w.time.bubble},
+      {"tensor-parallel communication", next.time.tp - w.time.tp},
+      {"context-parallel ring passes", next.time.cp - w.time.cp},
+      {"expert all-to-alls", next.time.ep - w.time.ep},
+      {"pipeline sends", next.time.pp - w.time.pp},
+      {"exposed DP reduction and ZeRO gathers", next.time.dp_exposed - w.time.dp_exposed},
+      {"optimizer", next.time.optimizer - w.time.optimizer},
+  };
+  std::sort(gains.begin(), gains.end(), [](auto& a, auto& b) { return a.second > b.second; });
+  return gains;
+}
+
+}  // namespace
+
+std::string why_it_loses(const Plan& loser, const Plan& winner) {
+  char buf[160];
+  if (!loser.fits) {
+    std::snprintf(buf, sizeof buf, "needs %.1f GiB per device of %.1f", loser.memory.total() / (1 << 30),
+                  loser.capacity / (1 << 30));
+    return buf;
+  }
+  if (!loser.runnable.is_ok()) return "this version does not run it: " + loser.runnable.message();
+  const double slower = winner.time.tokens_per_s / loser.time.tokens_per_s - 1;
+  if (slower <= 1e-9) return "as fast; needs more memory";
+  std::snprintf(buf, sizeof buf, "%.1f%% slower:", 100 * slower);
+  std::string out = buf;
+  int shown = 0;
+  for (const auto& [what, lost] : savings(winner, loser)) {
+    if (lost <= 0 || shown == 2) break;
+    out += std::string(shown++ ? "," : "") + " " + seconds(lost) + " more " + what;
+  }
+  return out;
 }
 
 std::string why_it_wins(const Plan& w, const Plan* next) {
@@ -101,18 +159,7 @@ std::string why_it_wins(const Plan& w, const Plan* next) {
   std::snprintf(head, sizeof head, "fits with %.1f GiB to spare", spare);
   if (next == nullptr) return head;
   // The parts of the step where the winner saves the most time over the next one.
-  const std::pair<const char*, double> parts[] = {
-      {"compute", next->time.compute - w.time.compute},
-      {"pipeline bubble", next->time.bubble - w.time.bubble},
-      {"tensor-parallel all-reduces", next->time.tp - w.time.tp},
-      {"context-parallel ring passes", next->time.cp - w.time.cp},
-      {"expert all-to-alls", next->time.ep - w.time.ep},
-      {"pipeline sends", next->time.pp - w.time.pp},
-      {"exposed DP all-reduce", next->time.dp_exposed - w.time.dp_exposed},
-      {"optimizer", next->time.optimizer - w.time.optimizer},
-  };
-  std::vector<std::pair<const char*, double>> gains(std::begin(parts), std::end(parts));
-  std::sort(gains.begin(), gains.end(), [](auto& a, auto& b) { return a.second > b.second; });
+  const std::vector<std::pair<const char*, double>> gains = savings(w, *next);
   const double faster = w.time.tokens_per_s / next->time.tokens_per_s - 1;
   std::string out = head;
   char buf[96];

@@ -1,5 +1,6 @@
 // `partrain plan` as a user runs it: text and --json agree with the library's plan, --search
-// ranks fastest first, and bad input of each kind (unknown profile, bad spec, impossible
+// ranks fastest first, --auto chooses a layout that fits (and no slower than its runner-up),
+// --explain says why the others lost, and bad input of each kind (unknown profile, bad spec, impossible
 // layout, bad cluster size, broken profile file) is one line on stderr with exit code 2.
 #include <gtest/gtest.h>
 
@@ -119,6 +120,57 @@ TEST(PlannerCli, SearchRanksFastestFirst) {
   }
 }
 
+// A 1.1B llama: 16 bytes per parameter are 18 GB, more than a 12 GiB CPU rank holds, so
+// plain dp2 cannot run it and --partrain=auto must shard it (ZeRO, tp or pp).
+std::string billion_job() {
+  const std::string path = ::testing::TempDir() + "billion." + std::to_string(::getpid()) + ".toml";
+  std::ofstream(path) << "[job]\nname = \"billion\"\n[model]\narch = \"llama\"\nvocab_size = 32000\n"
+                         "seq_len = 512\nlayers = 20\nhidden = 2048\nheads = 16\n[data]\n"
+                         "train_files = [\"x.bin\"]\n[training]\nglobal_batch = 8\nmicro_batch = 2\n";
+  return path;
+}
+
+TEST(PlannerCli, AutoChoosesAFittingLayoutAtLeastAsFastAsItsRunnerUp) {
+  const std::string job = billion_job();
+  const Outcome r = plan("'" + job + "' --hardware cpu --gpus-per-node 2 --auto --json");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  partrain::Result<JsonValue> j = partrain::engine::io::parse_json(r.out);
+  ASSERT_TRUE(j.is_ok()) << j.status().message() << "\n" << r.out;
+  const std::string spec = at(*j, "spec").text, runner = at(*j, "runner_up").text;
+  EXPECT_EQ(at(at(at(*j, "plan"), "memory"), "fits").boolean, true);
+  // Not plain data parallelism: it does not fit.
+  EXPECT_FALSE(spec.find("tp1,pp1,dp2,zero0") != std::string::npos) << spec;
+  const Outcome plain = plan("'" + job + "' --hardware cpu --gpus-per-node 2 --partrain=dp2 --json");
+  ASSERT_EQ(plain.rc, 0) << plain.err;
+  EXPECT_EQ(at(at(*partrain::engine::io::parse_json(plain.out), "memory"), "fits").boolean, false);
+  // The runner-up, planned on its own, is no faster than the choice.
+  ASSERT_FALSE(runner.empty());
+  const Outcome second = plan("'" + job + "' --hardware cpu --gpus-per-node 2 --partrain=" + runner + " --json");
+  ASSERT_EQ(second.rc, 0) << second.err;
+  EXPECT_LE(number(*partrain::engine::io::parse_json(second.out), "time.tokens_per_s"),
+            number(at(*j, "plan"), "time.tokens_per_s"));
+  // The text form says both, with their step time and memory.
+  const Outcome text = plan("'" + job + "' --hardware cpu --gpus-per-node 2 --auto");
+  ASSERT_EQ(text.rc, 0) << text.err;
+  EXPECT_NE(text.out.find("partrain: --partrain=auto chose --partrain=" + spec + ": predicted"), std::string::npos)
+      << text.out;
+  EXPECT_NE(text.out.find("partrain: runner-up --partrain=" + runner), std::string::npos) << text.out;
+  std::remove(job.c_str());
+}
+
+TEST(PlannerCli, ExplainSaysWhyEachRejectedLayoutLost) {
+  const std::string job = billion_job();
+  const Outcome r = plan("'" + job + "' --hardware cpu --gpus-per-node 2 --explain --top 3");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("\nchosen: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("lost on time"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("% slower: "), std::string::npos) << r.out;
+  // Plain dp2 would be faster on paper and does not fit: said so, with its memory.
+  EXPECT_NE(r.out.find("faster on paper, rejected:"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("GiB per device of 12.0"), std::string::npos) << r.out;
+  std::remove(job.c_str());
+}
+
 TEST(PlannerCli, BadInputIsOneLineAndExitTwo) {
   expect_one_line_usage_error(plan("'" + kTiny + "' --hardware B300"), "H100-SXM");
   expect_one_line_usage_error(plan("'" + kTiny + "' --hardware cpu --partrain=tpx"), "tpx");
@@ -138,7 +190,7 @@ TEST(PlannerCli, HelpDescribesEveryOption) {
   const Outcome r = plan("--help");
   ASSERT_EQ(r.rc, 0);
   for (const char* opt : {"--partrain", "--nodes", "--gpus-per-node", "--hardware", "--json",
-                          "--search", "--top", "--hardware-dir"}) {
+                          "--search", "--top", "--hardware-dir", "--explain", "--auto"}) {
     EXPECT_NE(r.out.find(opt), std::string::npos) << opt;
   }
 }
