@@ -6,12 +6,14 @@
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "context.h"
 #include "layout/spec.h"
 #include "submit_check.h"
+#include "auto_spec.h"
 
 namespace partrain::spank {
 namespace {
@@ -61,8 +63,56 @@ bool given_on_command_line(const std::vector<std::string>& args) {
   return false;
 }
 
-int refuse_if_invalid(const AllocationFacts& facts) {
-  Result<ParallelSpec> spec = parse_spec(*state().spec);
+// --partrain=auto: the planner's choice for the job file `text` names (a batch script or
+// the command) on the allocation `facts` shows, reported and put in the environment Slurm
+// hands to the job (auto_spec.h). The chosen spec, or "" after a refusal was reported.
+std::string choose(const AllocationFacts& facts, const std::string& text) {
+  // A relative job file is where the job will run: under --chdir when given.
+  std::string job = find_job_file(text);
+  if (!job.empty() && job.front() != '/' && !facts.chdir.empty()) job = facts.chdir + "/" + job;
+  Result<std::vector<std::string>> argv = auto_command(job, facts, state().args);
+  Result<std::string> out = argv.is_ok() ? run_planner(*argv, state().args) : Result<std::string>(argv.status());
+  Result<std::string> spec = out.is_ok() ? parse_auto_choice(*out) : Result<std::string>(out.status());
+  if (!spec.is_ok()) {
+    report(spec.status().message());
+    return "";
+  }
+  std::istringstream lines(*out);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("partrain: ", 0) == 0) tell(line);
+  }
+  ::setenv(kAutoSpecVar, spec->c_str(), 1);
+  return *spec;
+}
+
+// The batch script's text (its first 64 KiB), "" when unreadable.
+std::string script_text(const std::string& script) {
+  std::ifstream in(script, std::ios::binary);
+  if (!in) return "";
+  std::string text(64 * 1024, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<size_t>(in.gcount()));
+  return text;
+}
+
+// The words after the options: srun's command.
+std::string command_text(const std::vector<std::string>& args, const std::string& operand) {
+  std::string text;
+  bool after = false;
+  for (const std::string& a : args) {
+    after = after || a == operand;
+    if (after) text += a + " ";
+  }
+  return text;
+}
+
+int refuse_if_invalid(const AllocationFacts& facts, const std::string& auto_from = "") {
+  std::string chosen = *state().spec;
+  if (chosen == "auto") {
+    chosen = choose(facts, auto_from);
+    if (chosen.empty()) return -1;
+  }
+  Result<ParallelSpec> spec = parse_spec(chosen);
   Status status = spec.is_ok() ? check_spec(*spec, facts, state().args) : spec.status();
   if (status.is_ok()) return 0;
   report(status.message());
@@ -78,7 +128,9 @@ int check_at_submit(spank_t) {
   std::string script;
   AllocationFacts facts = scan_options(args, &script);
   if (is_sbatch() && !script.empty()) facts = scan_options(args, &script, script_facts(script));
-  return refuse_if_invalid(facts);
+  // srun outside a job learns its size at launch (check_at_launch) and chooses there.
+  if (*state().spec == "auto" && spank_context() == S_CTX_LOCAL) return 0;
+  return refuse_if_invalid(facts, is_sbatch() ? script_text(script) : command_text(args, script));
 }
 
 int check_at_launch(spank_t sp) {
@@ -101,8 +153,11 @@ int check_at_launch(spank_t sp) {
   AllocationFacts facts = scan_options(args, &command, base);
   facts.nodes = static_cast<int>(nodes);
   facts.tasks = static_cast<int>(tasks);
+  if (*state().spec == "auto" && !facts.gpus_per_node && nodes > 0) {
+    facts.gpus_per_node = static_cast<int>(tasks / nodes);  // CPU ranks: one per task
+  }
   facts.tasks_per_node.reset();
-  return refuse_if_invalid(facts);
+  return refuse_if_invalid(facts, command_text(args, command));
 }
 
 }  // namespace partrain::spank

@@ -35,6 +35,10 @@ int set_task_env(spank_t sp);
 // `message` is not repeated.
 void report(const std::string& message);
 
+// One "partrain: ..." line to the user's terminal that is not an error (slurm_spank_log:
+// printed at every log level in sbatch and srun): --partrain=auto's choice.
+void tell(const std::string& message);
+
 // `message` without a leading "partrain: ", to put context in front of it.
 std::string unprefixed(const std::string& message);
 

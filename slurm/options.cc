@@ -19,7 +19,7 @@ int on_option(int id, const char* optarg, int remote) noexcept {
   try {
     if (id != kOptSpec) return 0;
     std::string text = optarg ? optarg : "";
-    if (!remote) {
+    if (!remote && text != "auto") {  // auto: the planner's choice at submit (auto_spec.h)
       Result<ParallelSpec> spec = parse_spec(text);
       if (!spec.is_ok()) {
         report(spec.status().message());
@@ -40,8 +40,9 @@ char kName[] = "partrain";
 char kArgInfo[] = "SPEC";
 char kUsage[] =
     "[partrain] parallel layout of a partrain job, e.g. tp4,pp2: degrees tpN ppN dpN epN "
-    "cpN, zero0..zero3, sp|nosp, sched=NAME[:V], mb=M. Checked at submit; sets PARTRAIN_* "
-    "in every task. See spank_partrain(8).";
+    "cpN, zero0..zero3, sp|nosp, sched=NAME[:V], mb=M; or auto: the fastest layout that fits, "
+    "chosen at submit by partrain plan --auto. Checked at submit; sets PARTRAIN_* in every "
+    "task. See spank_partrain(8).";
 
 struct spank_option kOptions[] = {
     {kName, kArgInfo, kUsage, 1, kOptSpec, on_option},

@@ -62,6 +62,11 @@ void report(const std::string& message) {
   slurm_error("partrain: %s", text.c_str());
 }
 
+void tell(const std::string& message) {
+  const std::string text = unprefixed(message);
+  slurm_spank_log("partrain: %s", text.c_str());
+}
+
 }  // namespace partrain::spank
 
 using partrain::spank::guarded;

@@ -1,6 +1,8 @@
 // Strict parsing of the plugstack.conf arguments (see plugin_args.h).
 #include "plugin_args.h"
 
+#include "auto_spec.h"
+
 #include <charconv>
 
 #ifndef PARTRAIN_SITE_CONFIG_DEFAULT
@@ -11,7 +13,8 @@ namespace partrain::spank {
 namespace {
 
 constexpr std::string_view kKnown =
-    "site_config=/ABS/PATH, nvlink_domain=N, state_root=/ABS/PATH, port_base=N, port_range=N, topology=/ABS/PATH";
+    "site_config=/ABS/PATH, nvlink_domain=N, state_root=/ABS/PATH, port_base=N, port_range=N, topology=/ABS/PATH, "
+    "hardware=NAME, partrain_cli=/ABS/PATH";
 
 Status bad(std::string_view word, const std::string& why) {
   return Status::invalid("partrain: plugstack.conf argument '" + std::string(word) + "': " + why);
@@ -35,6 +38,7 @@ std::string default_site_config() { return PARTRAIN_SITE_CONFIG_DEFAULT; }
 
 Result<PluginArgs> parse_plugin_args(const std::vector<std::string_view>& words) {
   PluginArgs args;
+  args.partrain_cli = default_partrain_cli();
   for (std::string_view word : words) {
     const size_t eq = word.find('=');
     if (eq == std::string_view::npos || eq == 0) {
@@ -66,6 +70,12 @@ Result<PluginArgs> parse_plugin_args(const std::vector<std::string_view>& words)
         args.site_config = path;
         args.site_config_named = true;
       }
+    } else if (key == "hardware") {
+      if (value.empty()) return bad(word, "needs a profile name or file, e.g. hardware=H100-SXM");
+      args.hardware = std::string(value);
+    } else if (key == "partrain_cli") {
+      if (value.empty() || value.front() != '/') return bad(word, "needs an absolute path, e.g. partrain_cli=/usr/bin/partrain");
+      args.partrain_cli = std::string(value);
     } else if (key == "port_base") {
       if (!parse_int(value, 0, 65535, &args.port_base) || (args.port_base != 0 && args.port_base < 1024)) {
         return bad(word, "needs 0 (any free port, the default) or a port number from 1024 to 65535, e.g. "

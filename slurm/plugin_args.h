@@ -6,7 +6,9 @@
 //   required /usr/lib/x86_64-linux-gnu/slurm-wlm/spank_partrain.so site_config=/shared/partrain.toml
 //
 // A key may still be given on the line (nvlink_domain=, state_root=, port_base=,
-// port_range=, topology=); it then wins over the file. Parsed strictly: an unknown key or
+// port_range=, topology=); it then wins over the file. Two keys live on the line only:
+// hardware= (the profile --partrain=auto plans with) and partrain_cli= (the partrain
+// command it runs, when not the installed one). Parsed strictly: an unknown key or
 // a bad value is a load error whose message names the argument and the fix, so a typo
 // never silently falls back to a default. No Slurm header is needed.
 #pragma once
@@ -43,6 +45,13 @@ struct PluginArgs {
   // Slurm's topology.conf (topology/tree form), for switch-aware rank placement
   // ([topology] file). Default: "" (one flat network)
   std::string topology;
+
+  // The hardware profile --partrain=auto plans with: a name in partrain's profile folder
+  // (e.g. H100-SXM) or a profile file. Default: "" (auto is refused, saying so)
+  std::string hardware;
+  // The partrain command --partrain=auto runs (`partrain plan --auto`). Default: the
+  // installed <bindir>/partrain
+  std::string partrain_cli;
 
   // The keys given on the plugstack line (they win over the site config).
   struct Given {

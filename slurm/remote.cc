@@ -14,6 +14,7 @@
 #include "job_secret.h"
 #include "layout/topology.h"
 #include "step_env.h"
+#include "auto_spec.h"
 
 namespace partrain::spank {
 namespace {
@@ -77,7 +78,20 @@ int set_task_env(spank_t sp) {
   }
 
   const std::string where = "step " + std::to_string(job) + "." + std::to_string(step) + ": ";
-  Result<StepEnv> env = compute_step_env(*state().spec, facts, args, switches);
+  // --partrain=auto stands for the layout chosen at submit (auto_spec.h).
+  std::string spec = *state().spec;
+  if (spec == "auto") {
+    spec = task_env(sp, kAutoSpecVar);
+    if (spec.empty()) {
+      if (local == 0) {
+        report(where + "--partrain=auto: the layout chosen at submit did not reach this step (" +
+               kAutoSpecVar + " is unset: was the job submitted with --export=NONE?); give the layout, "
+               "e.g. --partrain=tp4,pp2 (PARTRAIN_* not set)");
+      }
+      return 0;
+    }
+  }
+  Result<StepEnv> env = compute_step_env(spec, facts, args, switches);
   if (!env.is_ok()) {
     if (local == 0) report(where + unprefixed(env.status().message()) + " (PARTRAIN_* not set)");
     return 0;

@@ -75,6 +75,8 @@ void apply(AllocationFacts* f, std::string_view name, std::string_view value) {
     f->tasks_per_node = parse_count(value);
   } else if (name == "gpus-per-node") {
     f->gpus_per_node = parse_gpus(value);
+  } else if (name == "D" || name == "chdir") {
+    f->chdir = std::string(value);
   } else if (name == "gres") {
     if (std::optional<int> g = parse_gres(value)) f->gpus_per_node = g;
   }

@@ -24,6 +24,7 @@ struct AllocationFacts {
   std::optional<int> tasks;           // -n/--ntasks
   std::optional<int> tasks_per_node;  // --ntasks-per-node
   std::optional<int> gpus_per_node;   // --gpus-per-node=[type:]N or --gres=gpu[:type]:N
+  std::string chdir;                  // -D/--chdir DIR: where the job runs ("" = here)
 };
 
 // Scans options up to the first operand (the script or command), which is returned in

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # CTest fixture: starts (fresh) and stops the local Slurm cluster the slurm-label tests use.
-#   cluster_fixture.sh start DIR SPANK_SO BUILD_SITE_CONFIG
+#   cluster_fixture.sh start DIR SPANK_SO BUILD_SITE_CONFIG PARTRAIN
 #   cluster_fixture.sh stop  DIR
 # The plugin gets its settings as a site would give them: from a partrain.toml (DIR's,
 # the build's plugin folder plus state_root and nvlink_domain = 4) named on the
@@ -29,7 +29,9 @@ case $action in
     chmod 1777 "$dir/partrain-state"
     printf '[paths]\nplugin_dir = "%s"\nstate_root = "%s"\n\n[topology]\nnvlink_domain = 4\n' \
       "$plugins" "$dir/partrain-state" >"$dir/partrain.toml"
-    bash "$cluster" start "$dir" --nodes 3 --spank "$3" --site-config "$dir/partrain.toml"
+    # --partrain=auto plans with the cpu profile (one CPU rank per task) and the build's partrain.
+    bash "$cluster" start "$dir" --nodes 3 --spank "$3" --site-config "$dir/partrain.toml" \
+      --spank-args "hardware=$repo/etc/hardware/cpu.toml partrain_cli=$(realpath "$5")"
     ms=$(( $(date +%s%N) / 1000000 - begin ))
     printf "cluster up in %d.%03d s\n" $((ms / 1000)) $((ms % 1000))
     ;;
@@ -37,5 +39,5 @@ case $action in
     [ -f "$dir/skip" ] && exit 0
     bash "$cluster" stop "$dir"
     ;;
-  *) echo "usage: $0 start DIR SPANK_SO BUILD_SITE_CONFIG | stop DIR" >&2; exit 2 ;;
+  *) echo "usage: $0 start DIR SPANK_SO BUILD_SITE_CONFIG PARTRAIN | stop DIR" >&2; exit 2 ;;
 esac

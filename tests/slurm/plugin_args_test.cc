@@ -1,5 +1,6 @@
 // The plugstack.conf arguments of spank_partrain.so: defaults, every key, and strictness.
 #include "plugin_args.h"
+#include "auto_spec.h"
 
 #include <gtest/gtest.h>
 
@@ -16,6 +17,8 @@ TEST(PluginArgs, NoArgumentsGiveTheDocumentedDefaults) {
   EXPECT_EQ(a->topology, "");
   EXPECT_EQ(a->site_config, default_site_config());
   EXPECT_FALSE(a->site_config_named);
+  EXPECT_EQ(a->hardware, "");  // --partrain=auto is refused until the admin names a profile
+  EXPECT_EQ(a->partrain_cli, default_partrain_cli());
   EXPECT_FALSE(a->given.nvlink_domain || a->given.state_root || a->given.port_base || a->given.topology);
 }
 
@@ -23,8 +26,11 @@ TEST(PluginArgs, EveryKeyIsRead) {
   Result<PluginArgs> a = parse_plugin_args({"nvlink_domain=8", "state_root=/shared/pt/",
                                             "port_base=40000", "port_range=500",
                                             "topology=/etc/slurm/topology.conf",
-                                            "site_config=/shared/partrain.toml"});
+                                            "site_config=/shared/partrain.toml", "hardware=H100-SXM",
+                                            "partrain_cli=/opt/partrain/bin/partrain"});
   ASSERT_TRUE(a.is_ok()) << a.status().message();
+  EXPECT_EQ(a->hardware, "H100-SXM");
+  EXPECT_EQ(a->partrain_cli, "/opt/partrain/bin/partrain");
   EXPECT_EQ(a->nvlink_domain, 8);
   EXPECT_EQ(a->state_root, "/shared/pt");  // trailing slash dropped
   EXPECT_EQ(a->port_base, 40000);

@@ -21,6 +21,8 @@ TEST(ScanOptions, ReadsEveryFormOfTheOptions) {
   EXPECT_EQ(f.gpus_per_node, 4);
   EXPECT_FALSE(f.tasks);
   EXPECT_EQ(script, "train.sbatch");  // the script's own arguments are not sbatch's
+  EXPECT_EQ(scan({"--chdir=/shared/jobs", "x.sbatch"}).chdir, "/shared/jobs");
+  EXPECT_EQ(scan({"-D", "jobs", "x.sbatch"}).chdir, "jobs");
 
   f = scan({"-N3", "-n12", "--ntasks-per-node", "4", "--gres=gpu:a100:8", "-J", "x", "cmd"});
   EXPECT_EQ(f.nodes, 3);
