@@ -101,9 +101,8 @@ std::vector<Source> fsdp_sources() {
                "checkpointing = full recompute, "
                "backward prefetch BACKWARD_POST (Composer's default: a block's gather starts after the "
                "gradients of the one before), fused cross entropy",
-               "the Triton flash attention planned as a FlashAttention-2 class kernel (Dao 2023 puts "
-               "FlashAttention-2 at 1.3-2.5x the Triton tutorial's kernel; the long-sequence rows say "
-               "MPT's is close to the upper end of that); MPT shapes from the llm-foundry yamls (GPT blocks with learned positions and a tied "
+               "the Triton flash attention planned as a FlashAttention-2 class kernel (its rate is not "
+               "published); MPT shapes from the llm-foundry yamls (GPT blocks with learned positions and a tied "
                "embedding); the H100 cluster's network is not stated: the profile's 400 Gb/s per GPU; "
                "1600 Gbps per node for the A100 rows (25 GB/s per GPU)",
                composer(), FlopCount::kParams});
