@@ -115,7 +115,14 @@ stage_unpack() {
     n=$((n + 1))
   done
   for f in "$carry"/fallback/*.deb; do unpack_deb "$f" "$work/fallback"; done
-  python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$carry/tests.tar.xz" "$work" ||
+  python3 - "$carry/tests.tar.xz" "$work" <<'EOF' ||
+import sys, tarfile
+with tarfile.open(sys.argv[1]) as t:
+    try:
+        t.extractall(sys.argv[2], filter="data")
+    except TypeError:  # Python before 3.11.4
+        t.extractall(sys.argv[2])
+EOF
     { note unpack tests fail "cannot unpack tests.tar.xz"; return 1; }
   sed 's/^/  carried: /' "$carry/MANIFEST" >>"$log"
   note unpack packages pass "$n packages into $prefix, $(ls "$tests" | wc -l) test binaries"
@@ -160,6 +167,16 @@ stage_libraries() {
     fi
   done
   libs="${carried%:}$dirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  # The GPUs the agent binds workers to: named, so that its count never depends on finding
+  # NVML in this machine's driver folder (the emulated GPU is GPU 0 of a node with one).
+  if [ -n "${CUDA_VISIBLE_DEVICES+set}" ]; then
+    gpus=$CUDA_VISIBLE_DEVICES
+  elif [ -n "$emulated" ]; then
+    gpus=0
+  elif [ "$device" = cuda ] && command -v nvidia-smi >/dev/null; then
+    gpus=$(nvidia-smi -L 2>/dev/null | awk '/^GPU/ {printf "%s%d", sep, n++; sep = ","}')
+  fi
+  say "  CUDA_VISIBLE_DEVICES for partrain: ${gpus-unset}"
   module=${emulated:-$(find "$prefix" -name libpartrain_cuda.so | head -n 1)}
   missing=$(installed_ldd)
   if grep -qE 'GLIBCXX_|CXXABI_' <<<"$missing"; then  # the system's C++ runtime is older
@@ -198,8 +215,7 @@ write_site() {
     # Several GPU workers on the one GPU (a test option: the staged transport between them).
     echo "export PARTRAIN_SHARE_GPUS=1"
     [ -n "$module" ] && echo "export PARTRAIN_CUDA_MODULE='$module'"
-    # The emulated GPU is GPU 0 of a node with one.
-    [ -n "$emulated" ] && echo "export CUDA_VISIBLE_DEVICES=\${CUDA_VISIBLE_DEVICES:-0}"
+    [ -n "${gpus+set}" ] && echo "export CUDA_VISIBLE_DEVICES='$gpus'"
     echo 'exec "$@"'
   } >"$work/bin/with-env"
   printf '#!/bin/sh\nexec "%s" "%s" "$@"\n' "$work/bin/with-env" "$prefix/usr/bin/partrain" >"$work/bin/partrain"
@@ -231,19 +247,29 @@ run_partrain() {  # NAME TIMEOUT ARGS...
   return $rc
 }
 
-# pass | refused: REASON | fail: REASON, from a finished run_partrain.
+# Why run NAME stopped, in one line: the CLI's "partrain: ..." line, else the first ERROR's
+# message, else the last line.
+reason() {  # NAME
+  local err=$work/runs/$1.err
+  grep -m 1 '^partrain: ' "$err" || grep -m 1 ' ERROR ' "$err" | sed 's/^[^|]*| //' | grep . || tail -n 1 "$err"
+}
+
+# pass | refused: REASON | fail: REASON, from a finished run_partrain. Exit 2 before any step,
+# naming the device, is this version refusing the case (by the workers, after they started,
+# where the CLI and the agent let it through: DESIGN.md wants that decided before).
 outcome() {  # NAME
-  local rc secs err=$work/runs/$1.err
+  local rc secs err=$work/runs/$1.err why
   read -r rc secs <"$work/runs/$1.rc"
+  why=$(reason "$1")
   if [ "$rc" = 0 ]; then
     echo pass
-  elif [ "$rc" = 2 ] && [ ! -s "$work/runs/$1/metrics.jsonl" ] &&
-       grep -qiE 'device|cuda|gpu|cpu ranks' "$err"; then  # refused before any step, for the device
-    echo "refused: $(grep -m 1 -E 'partrain' "$err" || head -n 1 "$err")"
+  elif [ "$rc" = 2 ] && [ ! -s "$work/runs/$1/metrics.jsonl" ] && grep -qiE 'device|cuda|gpu|cpu.* ranks' <<<"$why"; then
+    grep -q ' started: pid ' "$err" && why="$why (refused by the workers after they started)"
+    echo "refused: $why"
   elif [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
     echo "fail: timed out after ${secs%.*} s"
   else
-    echo "fail: exit $rc: $(grep -m 1 -iE 'error|fail|not found|cannot' "$err" || tail -n 1 "$err")"
+    echo "fail: exit $rc: $why"
   fi
 }
 
