@@ -14,16 +14,23 @@
 // Plain arithmetic, no dependencies: the CPU kernels and the model share it.
 #pragma once
 
+// Callable from CUDA kernels too (the cp attention and RoPE kernels take it by value).
+#if defined(__CUDACC__)
+#define PARTRAIN_POS_HD __host__ __device__
+#else
+#define PARTRAIN_POS_HD
+#endif
+
 namespace partrain::engine {
 
 struct SeqPositions {
   int run = 0;            // rows per chunk; 0 = the whole sequence (row t is position t)
   int first[2] = {0, 0};  // position of each chunk's first row
 
-  bool whole() const { return run == 0; }
-  int at(int t) const { return run == 0 ? t : t < run ? first[0] + t : first[1] + (t - run); }
+  PARTRAIN_POS_HD bool whole() const { return run == 0; }
+  PARTRAIN_POS_HD int at(int t) const { return run == 0 ? t : t < run ? first[0] + t : first[1] + (t - run); }
   // How many of the rows 0..rows-1 hold a position <= p (they form a prefix: positions rise).
-  int count_upto(int p, int rows) const {
+  PARTRAIN_POS_HD int count_upto(int p, int rows) const {
     if (run == 0) return p < 0 ? 0 : p + 1 < rows ? p + 1 : rows;
     auto in_run = [&](int f) { return p < f ? 0 : p - f + 1 < run ? p - f + 1 : run; };
     const int n = in_run(first[0]) + (rows > run ? in_run(first[1]) : 0);

@@ -19,8 +19,11 @@ namespace {
 namespace cpu = engine::cpu;
 namespace cu = engine::cuda;
 
+enum class Path { kGemm, kFlash, kCudnn };
+
 template <typename A>
-void check_attention(int B, int T, int H, int KV, int hd, bool flash = false) {
+void check_attention(int B, int T, int H, int KV, int hd, Path path = Path::kGemm) {
+  const bool flash = path == Path::kFlash, cudnn = path == Path::kCudnn;
   cu::Context ctx;
   const Status st = cu::context_create(&ctx, 0);
   ASSERT_TRUE(st.is_ok()) << st.message();
@@ -40,24 +43,30 @@ void check_attention(int B, int T, int H, int KV, int hd, bool flash = false) {
   A* dk = dq + H * hd;
   A* dv = dk + KV * hd;
   Dev<float> delta(cu::attention_flash_workspace_bytes(B, T, H) / sizeof(float));
-  Status s = flash ? cu::attention_forward_flash<A>(ctx, dout.get(), dlse.get(), dq, dk, dv, B, T, H,
+  Status s = cudnn ? cu::attention_forward_cudnn<A>(ctx, dout.get(), dlse.get(), dq, dk, dv, B, T, H, KV, hd,
+                                                    stride, stride)
+             : flash ? cu::attention_forward_flash<A>(ctx, dout.get(), dlse.get(), dq, dk, dv, B, T, H,
                                                     KV, hd, stride, stride)
                    : cu::attention_forward<A>(ctx, dout.get(), dlse.get(), dq, dk, dv, B, T, H, KV,
                                               hd, stride, stride, ws.get());
   ASSERT_TRUE(s.is_ok()) << s.message();
   EXPECT_LE(rel_err(dout.download(), out), tol<A>(1e-4, 2e-2)) << "attention out";
-  EXPECT_LE(rel_err(dlse.download(), lse), 1e-5) << "lse";
+  // cuDNN's exponentials are its own (exp2-based): lse to 1e-4 of its scale there.
+  EXPECT_LE(rel_err(dlse.download(), lse), cudnn ? 1e-4 : 1e-5) << "lse";
 
   auto dy = rounded<A>(randn(out.size(), 91));
-  auto g = rounded<A>(randn(qkv.size(), 92, 0.1f));  // accumulated into
+  // Accumulated into, except by cuDNN, which writes the gradients (start it from zero).
+  auto g = cudnn ? std::vector<float>(qkv.size(), 0.0f) : rounded<A>(randn(qkv.size(), 92, 0.1f));
   float* gq = g.data();
   cpu::attention_backward(gq, gq + H * hd, gq + (H + KV) * hd, dy.data(), out.data(), lse.data(),
                           q, k, v, B, T, H, KV, hd, stride, stride);
   // The GPU's dq, dk, dv: views into one packed gradient buffer, like the model's.
-  auto g0 = rounded<A>(randn(qkv.size(), 92, 0.1f));
+  auto g0 = rounded<A>(randn(qkv.size(), 92, 0.1f));  // cuDNN must overwrite all of it
   Dev<A> dg(g0), ddy(dy);
   A* gdq = dg.get();
-  s = flash ? cu::attention_backward_flash<A>(ctx, gdq, gdq + H * hd, gdq + (H + KV) * hd, ddy.get(),
+  s = cudnn ? cu::attention_backward_cudnn<A>(ctx, gdq, gdq + H * hd, gdq + (H + KV) * hd, ddy.get(), dout.get(),
+                                              dlse.get(), dq, dk, dv, B, T, H, KV, hd, stride, stride)
+      : flash ? cu::attention_backward_flash<A>(ctx, gdq, gdq + H * hd, gdq + (H + KV) * hd, ddy.get(),
                                               dout.get(), dlse.get(), dq, dk, dv, B, T, H, KV, hd,
                                               stride, stride, delta.get())
             : cu::attention_backward<A>(ctx, gdq, gdq + H * hd, gdq + (H + KV) * hd, ddy.get(),
@@ -78,6 +87,14 @@ void check_attention(int B, int T, int H, int KV, int hd, bool flash = false) {
     }
     EXPECT_LE(rel_err(a, b), tol<A>(1e-4, 3e-2)) << (part == 0 ? "dq" : part == 1 ? "dk" : "dv");
   }
+  if (cudnn) {  // deterministic backward: the same bits again
+    Dev<A> dg2(g0);
+    A* g2 = dg2.get();
+    s = cu::attention_backward_cudnn<A>(ctx, g2, g2 + H * hd, g2 + (H + KV) * hd, ddy.get(), dout.get(), dlse.get(), dq,
+                                        dk, dv, B, T, H, KV, hd, stride, stride);
+    ASSERT_TRUE(s.is_ok()) << s.message();
+    EXPECT_TRUE(dg2.download() == got) << "cuDNN backward differs between two runs";
+  }
   EXPECT_EQ(device_error(), "");
   cu::context_destroy(&ctx);
 }
@@ -90,12 +107,33 @@ TEST(CudaAttention, LongerSequenceBF16) { PARTRAIN_REQUIRE_GPU(); check_attentio
 
 // The flash-style path (no T x T buffer): same shapes, same tolerances (it keeps P in fp32,
 // so bf16 errors are only the output roundings).
-TEST(CudaAttention, FlashMultiHeadF32) { PARTRAIN_REQUIRE_GPU(); check_attention<float>(2, 50, 4, 4, 32, true); }
-TEST(CudaAttention, FlashMultiHeadBF16) { PARTRAIN_REQUIRE_GPU(); check_attention<bf16>(2, 50, 4, 4, 32, true); }
-TEST(CudaAttention, FlashGroupedQueryF32) { PARTRAIN_REQUIRE_GPU(); check_attention<float>(3, 37, 6, 2, 16, true); }
-TEST(CudaAttention, FlashGroupedQueryBF16) { PARTRAIN_REQUIRE_GPU(); check_attention<bf16>(3, 37, 6, 2, 16, true); }
-TEST(CudaAttention, FlashLongerSequenceF32) { PARTRAIN_REQUIRE_GPU(); check_attention<float>(1, 200, 4, 2, 64, true); }
-TEST(CudaAttention, FlashHead128BF16) { PARTRAIN_REQUIRE_GPU(); check_attention<bf16>(2, 70, 2, 1, 128, true); }
+TEST(CudaAttention, FlashMultiHeadF32) { PARTRAIN_REQUIRE_GPU(); check_attention<float>(2, 50, 4, 4, 32, Path::kFlash); }
+TEST(CudaAttention, FlashMultiHeadBF16) { PARTRAIN_REQUIRE_GPU(); check_attention<bf16>(2, 50, 4, 4, 32, Path::kFlash); }
+TEST(CudaAttention, FlashGroupedQueryF32) { PARTRAIN_REQUIRE_GPU(); check_attention<float>(3, 37, 6, 2, 16, Path::kFlash); }
+TEST(CudaAttention, FlashGroupedQueryBF16) { PARTRAIN_REQUIRE_GPU(); check_attention<bf16>(3, 37, 6, 2, 16, Path::kFlash); }
+TEST(CudaAttention, FlashLongerSequenceF32) { PARTRAIN_REQUIRE_GPU(); check_attention<float>(1, 200, 4, 2, 64, Path::kFlash); }
+TEST(CudaAttention, FlashHead128BF16) { PARTRAIN_REQUIRE_GPU(); check_attention<bf16>(2, 70, 2, 1, 128, Path::kFlash); }
+
+// cuDNN's fused SDPA (the "cudnn" path): the same shapes in bf16 (its only dtype), and
+// GPT-2's. A machine where cuDNN cannot load fails these with the reason.
+TEST(CudaAttention, CudnnMultiHeadBF16) { PARTRAIN_REQUIRE_GPU(); check_attention<bf16>(2, 50, 4, 4, 32, Path::kCudnn); }
+TEST(CudaAttention, CudnnGroupedQueryBF16) { PARTRAIN_REQUIRE_GPU(); check_attention<bf16>(3, 37, 6, 2, 16, Path::kCudnn); }
+TEST(CudaAttention, CudnnLongerSequenceBF16) { PARTRAIN_REQUIRE_GPU(); check_attention<bf16>(1, 256, 4, 1, 64, Path::kCudnn); }
+TEST(CudaAttention, CudnnHead128BF16) { PARTRAIN_REQUIRE_GPU(); check_attention<bf16>(2, 70, 2, 1, 128, Path::kCudnn); }
+TEST(CudaAttention, CudnnGpt2ShapeBF16) { PARTRAIN_REQUIRE_GPU(); check_attention<bf16>(1, 1024, 12, 12, 64, Path::kCudnn); }
+
+// The graph's descriptors (everything below the operation graph) finalize without a device:
+// run wherever cuDNN's library loads, skipped where it does not.
+TEST(CudaAttention, CudnnGraphDescriptorsNeedNoGpu) {
+  int ops = 0;
+  const Status s = cu::cudnn_sdpa_describe(16, 1024, 12, 4, 64, 20 * 64, 20 * 64, false, &ops);
+  if (!s.is_ok() && s.code() == StatusCode::kUnavailable) GTEST_SKIP() << s.message();
+  ASSERT_TRUE(s.is_ok()) << s.message();
+  EXPECT_TRUE(ops > 0);
+  const Status b = cu::cudnn_sdpa_describe(16, 1024, 12, 4, 64, 20 * 64, 20 * 64, true, &ops);
+  ASSERT_TRUE(b.is_ok()) << b.message();
+  EXPECT_TRUE(ops > 0);
+}
 
 }  // namespace
 }  // namespace partrain::gputest

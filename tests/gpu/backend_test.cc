@@ -147,6 +147,12 @@ TEST(CudaBackend, AttentionBlockFlashMatchesCpu) {
   check_attention_block("flash");
 }
 
+// cuDNN's fused SDPA under the Backend contract (its gradients added, not written).
+TEST(CudaBackend, AttentionBlockCudnnMatchesCpu) {
+  PARTRAIN_REQUIRE_GPU();
+  check_attention_block("cudnn");
+}
+
 TEST(CudaBackend, BadAttentionModeIsRefused) {
   PARTRAIN_REQUIRE_GPU();
   setenv("PARTRAIN_CUDA_ATTENTION", "fastest", 1);

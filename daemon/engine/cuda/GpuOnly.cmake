@@ -97,8 +97,11 @@ endif()
 if(TARGET fmt::fmt AND TARGET nlohmann_json::nlohmann_json)
   # The whole engine: CPU kernels and backend, CUDA kernels and backend, model, optimizer,
   # and the metrics writer the trainer uses.
+  # daemon/gpu: the GPU module's loader, which the engine links (make_backend("cuda")).
+  include(GNUInstallDirs)
   add_subdirectory(daemon/common)
   add_subdirectory(daemon/metrics)
+  add_subdirectory(daemon/gpu)
   add_subdirectory(daemon/engine)
   message(STATUS "partrain (gpu-only): engine, CUDA backend, kernel/backend/model tests, bench")
 else()

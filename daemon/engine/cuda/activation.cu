@@ -32,6 +32,91 @@ __global__ void gelu_backward_kernel(Act* dinp, const Act* inp, const Act* dout,
   }
 }
 
+// The same three with 128-bit loads and stores: element block i of kVec<Act> values.
+__device__ __forceinline__ float gelu_tanh(float x) {
+  return 0.5f * x * (1.0f + tanhf(kGeluScale * (x + 0.044715f * x * x * x)));
+}
+__device__ __forceinline__ float gelu_tanh_grad(float x) {
+  const float th = tanhf(kGeluScale * (x + 0.044715f * x * x * x));
+  return 0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * kGeluScale * (1.0f + 3.0f * 0.044715f * x * x);
+}
+
+template <typename Act>
+__global__ void gelu_forward_vec_kernel(Act* out, const Act* inp, size_t nvec) {
+  constexpr int V = kVec<Act>;
+  PARTRAIN_GRID_STRIDE(i, nvec) {
+    const Vec<Act> x = load16(inp + i * V);
+    Vec<Act> y;
+#pragma unroll
+    for (int j = 0; j < V; ++j) y.v[j] = from_f32<Act>(gelu_tanh(to_f32(x.v[j])));
+    store16(out + i * V, y);
+  }
+}
+
+template <typename Act>
+__global__ void gelu_backward_vec_kernel(Act* dinp, const Act* inp, const Act* dout, size_t nvec) {
+  constexpr int V = kVec<Act>;
+  PARTRAIN_GRID_STRIDE(i, nvec) {
+    const Vec<Act> x = load16(inp + i * V), d = load16(dout + i * V);
+    Vec<Act> g = load16(dinp + i * V);
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      g.v[j] = from_f32<Act>(to_f32(g.v[j]) + gelu_tanh_grad(to_f32(x.v[j])) * to_f32(d.v[j]));
+    }
+    store16(dinp + i * V, g);
+  }
+}
+
+template <typename Act>
+__global__ void residual_vec_kernel(Act* out, const Act* a, const Act* b, size_t nvec) {
+  constexpr int V = kVec<Act>;
+  PARTRAIN_GRID_STRIDE(i, nvec) {
+    const Vec<Act> x = load16(a + i * V), y = load16(b + i * V);
+    Vec<Act> o;
+#pragma unroll
+    for (int j = 0; j < V; ++j) o.v[j] = from_f32<Act>(to_f32(x.v[j]) + to_f32(y.v[j]));
+    store16(out + i * V, o);
+  }
+}
+
+template <typename Act>
+__global__ void swiglu_forward_vec_kernel(Act* out, const Act* inp, int N, int F) {
+  constexpr int V = kVec<Act>;
+  const size_t per_row = static_cast<size_t>(F) / V, nvec = static_cast<size_t>(N) * per_row;
+  PARTRAIN_GRID_STRIDE(i, nvec) {
+    const size_t n = i / per_row, f = (i % per_row) * V;
+    const Vec<Act> g = load16(inp + n * 2 * F + f), u = load16(inp + n * 2 * F + F + f);
+    Vec<Act> o;
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      const float gj = to_f32(g.v[j]);
+      o.v[j] = from_f32<Act>(gj / (1.0f + expf(-gj)) * to_f32(u.v[j]));
+    }
+    store16(out + n * F + f, o);
+  }
+}
+
+template <typename Act>
+__global__ void swiglu_backward_vec_kernel(Act* dinp, const Act* inp, const Act* dout, int N, int F) {
+  constexpr int V = kVec<Act>;
+  const size_t per_row = static_cast<size_t>(F) / V, nvec = static_cast<size_t>(N) * per_row;
+  PARTRAIN_GRID_STRIDE(i, nvec) {
+    const size_t n = i / per_row, f = (i % per_row) * V;
+    const size_t gi = n * 2 * F + f, ui = gi + F;
+    const Vec<Act> g = load16(inp + gi), u = load16(inp + ui), d = load16(dout + n * F + f);
+    Vec<Act> dg = load16(dinp + gi), du = load16(dinp + ui);
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      const float gj = to_f32(g.v[j]), uj = to_f32(u.v[j]), dj = to_f32(d.v[j]);
+      const float sig = 1.0f / (1.0f + expf(-gj));
+      dg.v[j] = from_f32<Act>(to_f32(dg.v[j]) + dj * uj * sig * (1.0f + gj * (1.0f - sig)));
+      du.v[j] = from_f32<Act>(to_f32(du.v[j]) + dj * gj * sig);
+    }
+    store16(dinp + gi, dg);
+    store16(dinp + ui, du);
+  }
+}
+
 template <typename Act>
 __global__ void swiglu_forward_kernel(Act* out, const Act* inp, int N, int F) {
   const size_t total = static_cast<size_t>(N) * F;
@@ -89,6 +174,16 @@ __global__ void fill_kernel(T* x, float value, size_t n) {
   PARTRAIN_GRID_STRIDE(i, n) { x[i] = v; }
 }
 
+template <typename T>
+__global__ void add_columns_kernel(T* dst, int dst_stride, const T* src, int src_stride, int rows, int cols) {
+  const size_t total = static_cast<size_t>(rows) * cols;
+  PARTRAIN_GRID_STRIDE(i, total) {
+    const size_t r = i / cols, c = i % cols;
+    T* d = dst + r * dst_stride + c;
+    *d = from_f32<T>(to_f32(*d) + to_f32(src[r * src_stride + c]));
+  }
+}
+
 template <typename Act>
 __global__ void gather_rows_kernel(Act* out, const Act* inp, const int32_t* idx,
                                    const float* weight, int M, int C) {
@@ -131,16 +226,31 @@ __global__ void gathered_row_dot_kernel(float* out, const Act* a, const int32_t*
 
 template <typename Act>
 Status gelu_forward(const Context& ctx, Act* out, const Act* inp, size_t n) {
+  if (ctx.opt.vector_io && vectorizable<Act>(n, {out, inp})) {
+    const size_t nv = n / kVec<Act>;
+    gelu_forward_vec_kernel<<<grid_for(nv, 256), 256, 0, ctx.stream>>>(out, inp, nv);
+    return launch_status("gelu_forward");
+  }
   gelu_forward_kernel<<<grid_for(n, 256), 256, 0, ctx.stream>>>(out, inp, n);
   return launch_status("gelu_forward");
 }
 template <typename Act>
 Status gelu_backward(const Context& ctx, Act* dinp, const Act* inp, const Act* dout, size_t n) {
+  if (ctx.opt.vector_io && vectorizable<Act>(n, {dinp, inp, dout})) {
+    const size_t nv = n / kVec<Act>;
+    gelu_backward_vec_kernel<<<grid_for(nv, 256), 256, 0, ctx.stream>>>(dinp, inp, dout, nv);
+    return launch_status("gelu_backward");
+  }
   gelu_backward_kernel<<<grid_for(n, 256), 256, 0, ctx.stream>>>(dinp, inp, dout, n);
   return launch_status("gelu_backward");
 }
 template <typename Act>
 Status swiglu_forward(const Context& ctx, Act* out, const Act* inp, int N, int F) {
+  if (ctx.opt.vector_io && vectorizable<Act>(static_cast<size_t>(F), {out, inp})) {
+    const size_t nv = static_cast<size_t>(N) * F / kVec<Act>;
+    swiglu_forward_vec_kernel<<<grid_for(nv, 256), 256, 0, ctx.stream>>>(out, inp, N, F);
+    return launch_status("swiglu_forward");
+  }
   swiglu_forward_kernel<<<grid_for(static_cast<size_t>(N) * F, 256), 256, 0, ctx.stream>>>(
       out, inp, N, F);
   return launch_status("swiglu_forward");
@@ -148,12 +258,22 @@ Status swiglu_forward(const Context& ctx, Act* out, const Act* inp, int N, int F
 template <typename Act>
 Status swiglu_backward(const Context& ctx, Act* dinp, const Act* inp, const Act* dout, int N,
                        int F) {
+  if (ctx.opt.vector_io && vectorizable<Act>(static_cast<size_t>(F), {dinp, inp, dout})) {
+    const size_t nv = static_cast<size_t>(N) * F / kVec<Act>;
+    swiglu_backward_vec_kernel<<<grid_for(nv, 256), 256, 0, ctx.stream>>>(dinp, inp, dout, N, F);
+    return launch_status("swiglu_backward");
+  }
   swiglu_backward_kernel<<<grid_for(static_cast<size_t>(N) * F, 256), 256, 0, ctx.stream>>>(
       dinp, inp, dout, N, F);
   return launch_status("swiglu_backward");
 }
 template <typename Act>
 Status residual_forward(const Context& ctx, Act* out, const Act* a, const Act* b, size_t n) {
+  if (ctx.opt.vector_io && vectorizable<Act>(n, {out, a, b})) {
+    const size_t nv = n / kVec<Act>;
+    residual_vec_kernel<<<grid_for(nv, 256), 256, 0, ctx.stream>>>(out, a, b, nv);
+    return launch_status("residual_forward");
+  }
   residual_kernel<<<grid_for(n, 256), 256, 0, ctx.stream>>>(out, a, b, n);
   return launch_status("residual_forward");
 }
@@ -190,6 +310,13 @@ Status fill(const Context& ctx, T* x, float value, size_t n) {
   fill_kernel<<<grid_for(n, 256), 256, 0, ctx.stream>>>(x, value, n);
   return launch_status("fill");
 }
+template <typename T>
+Status add_columns(const Context& ctx, T* dst, int dst_stride, const T* src, int src_stride, int rows, int cols) {
+  if (rows <= 0 || cols <= 0) return Status::ok();
+  add_columns_kernel<<<grid_for(static_cast<size_t>(rows) * cols, 256), 256, 0, ctx.stream>>>(
+      dst, dst_stride, src, src_stride, rows, cols);
+  return launch_status("add_columns");
+}
 template <typename Act>
 Status gather_rows(const Context& ctx, Act* out, const Act* inp, const int32_t* idx,
                    const float* weight, int M, int C) {
@@ -224,6 +351,7 @@ Status gathered_row_dot(const Context& ctx, float* out, const Act* a, const int3
                                         uint64_t, uint64_t);                                   \
   template Status scale<Act>(const Context&, Act*, float, size_t);                             \
   template Status fill<Act>(const Context&, Act*, float, size_t);                              \
+  template Status add_columns<Act>(const Context&, Act*, int, const Act*, int, int, int);      \
   template Status gather_rows<Act>(const Context&, Act*, const Act*, const int32_t*,           \
                                    const float*, int, int);                                    \
   template Status scatter_add_rows<Act>(const Context&, Act*, const Act*, const int32_t*,      \

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <type_traits>
 
 #include "engine/cuda/cuda_status.h"
@@ -73,6 +74,35 @@ __device__ __forceinline__ float block_max(float x) {
   __syncthreads();
   float m = lane < warps ? partial[lane] : -INFINITY;
   return warp_max(m);
+}
+
+// 128-bit access: kVec<T> elements of T in 16 bytes (8 bf16, 4 float), moved with one load
+// or store. Callers check aligned16 on the host and keep a scalar path for the rest.
+template <typename T>
+constexpr int kVec = static_cast<int>(16 / sizeof(T));
+template <typename T>
+struct alignas(16) Vec {
+  T v[kVec<T>];
+};
+template <typename T>
+__device__ __forceinline__ Vec<T> load16(const T* p) {
+  Vec<T> r;
+  *reinterpret_cast<int4*>(r.v) = *reinterpret_cast<const int4*>(p);
+  return r;
+}
+template <typename T>
+__device__ __forceinline__ void store16(T* p, const Vec<T>& x) {
+  *reinterpret_cast<int4*>(p) = *reinterpret_cast<const int4*>(x.v);
+}
+inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+// All non-null pointers 16-byte aligned and n a whole number of vectors of T.
+template <typename T>
+bool vectorizable(size_t n, std::initializer_list<const void*> ptrs) {
+  if (n % static_cast<size_t>(kVec<T>) != 0) return false;
+  for (const void* p : ptrs) {
+    if (p != nullptr && !aligned16(p)) return false;
+  }
+  return true;
 }
 
 inline unsigned grid_for(size_t n, int block) {

@@ -11,7 +11,9 @@
 #include <vector>
 
 #include "common/log.h"
+#include "engine/cuda/cuda_backend_ops.h"
 #include "engine/cuda/cuda_status.h"
+#include "engine/cuda/nvtx.h"
 
 namespace partrain::engine {
 
@@ -32,47 +34,6 @@ Result<std::unique_ptr<Backend>> make_cuda_backend(int ordinal, DType storage) {
 }
 
 namespace cuda {
-namespace {
-
-// Calls f with a value of the C++ type behind a float dtype.
-template <typename F>
-Status dispatch(DType t, F&& f) {
-  if (t == DType::kBF16) return f(bf16{});
-  if (t == DType::kF32) return f(float{});
-  return Status::internal(std::string("cuda backend: op does not take dtype ") + dtype_name(t));
-}
-
-// Non-empty tensors of one op must share the activation dtype.
-Status same_dtype(const char* op, std::initializer_list<const Tensor*> ts) {
-  const Tensor* first = nullptr;
-  for (const Tensor* t : ts) {
-    if (t->empty()) continue;
-    if (first == nullptr) {
-      first = t;
-    } else if (t->dtype != first->dtype) {
-      return Status::internal(std::string("cuda backend: ") + op + " mixes " +
-                              dtype_name(first->dtype) + " and " + dtype_name(t->dtype) +
-                              " tensors");
-    }
-  }
-  return Status::ok();
-}
-
-// An fp32 tensor's pointer (null when empty); other dtypes are an error.
-Status f32(const char* op, const Tensor& t, float** out) {
-  *out = nullptr;
-  if (t.empty()) return Status::ok();
-  if (t.dtype != DType::kF32) {
-    return Status::internal(std::string("cuda backend: ") + op + " wants an f32 tensor, got " +
-                            dtype_name(t.dtype));
-  }
-  *out = t.ptr<float>();
-  return Status::ok();
-}
-
-size_t n_of(const Tensor& t) { return static_cast<size_t>(t.numel()); }
-
-}  // namespace
 
 Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int ordinal, DType storage) {
   int count = 0;
@@ -92,12 +53,18 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int ordinal, DType stor
       be->attention_mode_ = AttentionMode::kFlash;
     } else if (m == "gemm") {
       be->attention_mode_ = AttentionMode::kGemm;
+    } else if (m == "cudnn") {
+      be->attention_mode_ = AttentionMode::kCudnn;
     } else if (m != "auto" && !m.empty()) {
-      return Status::invalid("PARTRAIN_CUDA_ATTENTION='" + m + "': expected flash, gemm or auto");
+      return Status::invalid("PARTRAIN_CUDA_ATTENTION='" + m + "': expected auto, cudnn, gemm or flash");
     }
   }
   Status s = context_create(&be->ctx_, ordinal);
   if (!s) return s.prefixed("cuda:" + std::to_string(ordinal) + ": ");
+  be->timer_.set_stream(be->ctx_.stream);
+  if (const char* prof = std::getenv("PARTRAIN_CUDA_PROFILE"); prof != nullptr && std::string(prof) == "1") {
+    be->timer_.set_enabled(true);
+  }
   s = cuda_status(cudaMalloc(reinterpret_cast<void**>(&be->dsum_), sizeof(double)),
                   "cudaMalloc(sum_squares accumulator)");
   if (!s) return s;
@@ -109,6 +76,13 @@ CudaBackend::~CudaBackend() {
   release_all();
   if (dsum_) cudaFree(dsum_);
   context_destroy(&ctx_);
+}
+
+void CudaBackend::op_mark(const char* op) {
+#ifdef PARTRAIN_HAVE_NVTX
+  nvtxMarkA(op);
+#endif
+  timer_.mark(op);
 }
 
 bool CudaBackend::check(Status s) {
@@ -160,6 +134,7 @@ void* CudaBackend::attention_workspace(size_t bytes) {
 // ---- host <-> device ---------------------------------------------------------------------
 
 void CudaBackend::to_device(const Tensor& dst, const float* src) {
+  op_mark("to_device");
   if (!ok() || dst.empty()) return;
   if (dst.dtype == DType::kF32) {
     check(cuda_status(cudaMemcpyAsync(dst.data, src, dst.bytes(), cudaMemcpyHostToDevice, ctx_.stream),
@@ -179,6 +154,7 @@ void CudaBackend::to_device(const Tensor& dst, const float* src) {
 }
 
 void CudaBackend::to_device_i32(const Tensor& dst, const int32_t* src) {
+  op_mark("to_device_i32");
   if (!ok() || dst.empty()) return;
   check(cuda_status(cudaMemcpyAsync(dst.data, src, dst.bytes(), cudaMemcpyHostToDevice, ctx_.stream),
                     "to_device_i32"));
@@ -186,6 +162,7 @@ void CudaBackend::to_device_i32(const Tensor& dst, const int32_t* src) {
 }
 
 void CudaBackend::to_host(float* dst, const Tensor& src) {
+  op_mark("to_host");
   if (!ok() || src.empty()) return;
   if (src.dtype == DType::kF32) {
     check(cuda_status(cudaMemcpyAsync(dst, src.data, src.bytes(), cudaMemcpyDeviceToHost, ctx_.stream),
@@ -204,6 +181,7 @@ void CudaBackend::to_host(float* dst, const Tensor& src) {
 }
 
 void CudaBackend::to_host_i32(int32_t* dst, const Tensor& src) {
+  op_mark("to_host_i32");
   if (!ok() || src.empty()) return;
   check(cuda_status(cudaMemcpyAsync(dst, src.data, src.bytes(), cudaMemcpyDeviceToHost, ctx_.stream),
                     "to_host_i32"));
@@ -211,6 +189,7 @@ void CudaBackend::to_host_i32(int32_t* dst, const Tensor& src) {
 }
 
 void CudaBackend::copy(const Tensor& dst, const Tensor& src) {
+  op_mark("copy");
   if (!ok() || src.empty()) return;
   if (dst.dtype == src.dtype) {
     check(cuda_status(cudaMemcpyAsync(dst.data, src.data, src.bytes(), cudaMemcpyDeviceToDevice,
@@ -234,11 +213,13 @@ void CudaBackend::synchronize() {
 // ---- elementwise -----------------------------------------------------------------------------
 
 void CudaBackend::zero(const Tensor& t) {
+  op_mark("zero");
   if (!ok() || t.empty()) return;
   check(cuda_status(cudaMemsetAsync(t.data, 0, t.bytes(), ctx_.stream), "zero"));
 }
 
 void CudaBackend::fill(const Tensor& t, float value) {
+  op_mark("fill");
   if (!ok() || t.empty()) return;
   check(dispatch(t.dtype, [&](auto a) {
     using A = decltype(a);
@@ -247,6 +228,7 @@ void CudaBackend::fill(const Tensor& t, float value) {
 }
 
 void CudaBackend::scale(const Tensor& t, float factor) {
+  op_mark("scale");
   if (!ok() || t.empty()) return;
   check(dispatch(t.dtype, [&](auto a) {
     using A = decltype(a);
@@ -255,6 +237,7 @@ void CudaBackend::scale(const Tensor& t, float factor) {
 }
 
 void CudaBackend::accumulate(const Tensor& dst, const Tensor& src) {
+  op_mark("accumulate");
   if (!ok() || dst.empty()) return;
   check(dispatch(src.dtype, [&](auto s) {
     using S = decltype(s);
@@ -266,6 +249,7 @@ void CudaBackend::accumulate(const Tensor& dst, const Tensor& src) {
 }
 
 void CudaBackend::residual_forward(const Tensor& out, const Tensor& a, const Tensor& b) {
+  op_mark("residual_forward");
   if (!ok() || !check(same_dtype("residual_forward", {&out, &a, &b}))) return;
   check(dispatch(out.dtype, [&](auto t) {
     using A = decltype(t);
@@ -277,6 +261,7 @@ void CudaBackend::residual_forward(const Tensor& out, const Tensor& a, const Ten
 
 void CudaBackend::embedding_forward(const Tensor& out, const Tensor& tokens, const Tensor& wte,
                                     const Tensor& wpe, int B, int T, int C) {
+  op_mark("embedding_forward");
   if (!ok() || !check(same_dtype("embedding_forward", {&out, &wte, &wpe}))) return;
   check(dispatch(out.dtype, [&](auto t) {
     using A = decltype(t);
@@ -287,6 +272,7 @@ void CudaBackend::embedding_forward(const Tensor& out, const Tensor& tokens, con
 
 void CudaBackend::embedding_backward(const Tensor& dwte, const Tensor& dwpe, const Tensor& dout,
                                      const Tensor& tokens, int B, int T, int C) {
+  op_mark("embedding_backward");
   float *gw = nullptr, *gp = nullptr;
   if (!ok() || !check(f32("embedding_backward", dwte, &gw)) ||
       !check(f32("embedding_backward", dwpe, &gp)))
@@ -300,6 +286,7 @@ void CudaBackend::embedding_backward(const Tensor& dwte, const Tensor& dwpe, con
 void CudaBackend::layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd,
                                     const Tensor& inp, const Tensor& w, const Tensor& b, int N,
                                     int C, float eps) {
+  op_mark("layernorm_forward");
   float *mu = nullptr, *rs = nullptr;
   if (!ok() || !check(same_dtype("layernorm_forward", {&out, &inp, &w, &b})) ||
       !check(f32("layernorm_forward", mean, &mu)) || !check(f32("layernorm_forward", rstd, &rs)))
@@ -314,6 +301,7 @@ void CudaBackend::layernorm_forward(const Tensor& out, const Tensor& mean, const
 void CudaBackend::layernorm_backward(const Tensor& dinp, const Tensor& dw, const Tensor& db,
                                      const Tensor& dout, const Tensor& inp, const Tensor& w,
                                      const Tensor& mean, const Tensor& rstd, int N, int C) {
+  op_mark("layernorm_backward");
   float *gw = nullptr, *gb = nullptr, *mu = nullptr, *rs = nullptr;
   if (!ok() || !check(same_dtype("layernorm_backward", {&dinp, &dout, &inp, &w})) ||
       !check(f32("layernorm_backward", dw, &gw)) || !check(f32("layernorm_backward", db, &gb)) ||
@@ -328,6 +316,7 @@ void CudaBackend::layernorm_backward(const Tensor& dinp, const Tensor& dw, const
 
 void CudaBackend::rmsnorm_forward(const Tensor& out, const Tensor& rstd, const Tensor& inp,
                                   const Tensor& w, int N, int C, float eps) {
+  op_mark("rmsnorm_forward");
   float* rs = nullptr;
   if (!ok() || !check(same_dtype("rmsnorm_forward", {&out, &inp, &w})) ||
       !check(f32("rmsnorm_forward", rstd, &rs)))
@@ -341,6 +330,7 @@ void CudaBackend::rmsnorm_forward(const Tensor& out, const Tensor& rstd, const T
 void CudaBackend::rmsnorm_backward(const Tensor& dinp, const Tensor& dw, const Tensor& dout,
                                    const Tensor& inp, const Tensor& w, const Tensor& rstd, int N,
                                    int C) {
+  op_mark("rmsnorm_backward");
   float *gw = nullptr, *rs = nullptr;
   if (!ok() || !check(same_dtype("rmsnorm_backward", {&dinp, &dout, &inp, &w})) ||
       !check(f32("rmsnorm_backward", dw, &gw)) || !check(f32("rmsnorm_backward", rstd, &rs)))
@@ -354,6 +344,7 @@ void CudaBackend::rmsnorm_backward(const Tensor& dinp, const Tensor& dw, const T
 
 void CudaBackend::matmul_forward(const Tensor& out, const Tensor& inp, const Tensor& w,
                                  const Tensor& bias, int N, int C, int OC) {
+  op_mark("matmul_forward");
   if (!ok() || !check(same_dtype("matmul_forward", {&out, &inp, &w, &bias}))) return;
   check(dispatch(out.dtype, [&](auto t) {
     using A = decltype(t);
@@ -365,6 +356,7 @@ void CudaBackend::matmul_forward(const Tensor& out, const Tensor& inp, const Ten
 void CudaBackend::matmul_backward(const Tensor& dinp, const Tensor& dw, const Tensor& dbias,
                                   const Tensor& dout, const Tensor& inp, const Tensor& w, int N,
                                   int C, int OC) {
+  op_mark("matmul_backward");
   float *gw = nullptr, *gb = nullptr;
   if (!ok() || !check(same_dtype("matmul_backward", {&dinp, &dout, &inp, &w})) ||
       !check(f32("matmul_backward", dw, &gw)) || !check(f32("matmul_backward", dbias, &gb)))
@@ -376,63 +368,8 @@ void CudaBackend::matmul_backward(const Tensor& dinp, const Tensor& dw, const Te
   }));
 }
 
-bool CudaBackend::use_flash(const AttentionDims& d, size_t gemm_workspace_bytes) const {
-  constexpr size_t kGemmWorkspaceLimit = size_t{4} << 30;
-  if (!cuda::attention_flash_supported(d.hd)) return false;
-  if (attention_mode_ != AttentionMode::kAuto) return attention_mode_ == AttentionMode::kFlash;
-  return gemm_workspace_bytes > kGemmWorkspaceLimit;
-}
-
-void CudaBackend::attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q,
-                                    const Tensor& k, const Tensor& v, const AttentionDims& d) {
-  float* l = nullptr;
-  if (!ok() || !check(same_dtype("attention_forward", {&out, &q, &k, &v})) ||
-      !check(f32("attention_forward", lse, &l)))
-    return;
-  check(dispatch(out.dtype, [&](auto t) {
-    using A = decltype(t);
-    const size_t bytes = cuda::attention_workspace_bytes<A>(d.B, d.T, d.H, d.KV, d.hd);
-    if (use_flash(d, bytes)) {
-      return cuda::attention_forward_flash<A>(ctx_, out.ptr<A>(), l, q.ptr<A>(), k.ptr<A>(),
-                                              v.ptr<A>(), d.B, d.T, d.H, d.KV, d.hd, d.q_stride,
-                                              d.kv_stride);
-    }
-    void* ws = attention_workspace(bytes);
-    if (ws == nullptr) return error_;
-    return cuda::attention_forward<A>(ctx_, out.ptr<A>(), l, q.ptr<A>(), k.ptr<A>(), v.ptr<A>(),
-                                      d.B, d.T, d.H, d.KV, d.hd, d.q_stride, d.kv_stride, ws);
-  }));
-}
-
-void CudaBackend::attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv,
-                                     const Tensor& dout, const Tensor& out, const Tensor& lse,
-                                     const Tensor& q, const Tensor& k, const Tensor& v,
-                                     const AttentionDims& d) {
-  float* l = nullptr;
-  if (!ok() ||
-      !check(same_dtype("attention_backward", {&dq, &dk, &dv, &dout, &out, &q, &k, &v})) ||
-      !check(f32("attention_backward", lse, &l)))
-    return;
-  check(dispatch(dout.dtype, [&](auto t) {
-    using A = decltype(t);
-    const size_t bytes = cuda::attention_workspace_bytes<A>(d.B, d.T, d.H, d.KV, d.hd);
-    if (use_flash(d, bytes)) {
-      void* delta = attention_workspace(cuda::attention_flash_workspace_bytes(d.B, d.T, d.H));
-      if (delta == nullptr) return error_;
-      return cuda::attention_backward_flash<A>(
-          ctx_, dq.ptr<A>(), dk.ptr<A>(), dv.ptr<A>(), dout.ptr<A>(), out.ptr<A>(), l, q.ptr<A>(),
-          k.ptr<A>(), v.ptr<A>(), d.B, d.T, d.H, d.KV, d.hd, d.q_stride, d.kv_stride,
-          static_cast<float*>(delta));
-    }
-    void* ws = attention_workspace(bytes);
-    if (ws == nullptr) return error_;
-    return cuda::attention_backward<A>(ctx_, dq.ptr<A>(), dk.ptr<A>(), dv.ptr<A>(), dout.ptr<A>(),
-                                       out.ptr<A>(), l, q.ptr<A>(), k.ptr<A>(), v.ptr<A>(), d.B,
-                                       d.T, d.H, d.KV, d.hd, d.q_stride, d.kv_stride, ws);
-  }));
-}
-
 void CudaBackend::gelu_forward(const Tensor& out, const Tensor& inp) {
+  op_mark("gelu_forward");
   if (!ok() || !check(same_dtype("gelu_forward", {&out, &inp}))) return;
   check(dispatch(out.dtype, [&](auto t) {
     using A = decltype(t);
@@ -441,6 +378,7 @@ void CudaBackend::gelu_forward(const Tensor& out, const Tensor& inp) {
 }
 
 void CudaBackend::gelu_backward(const Tensor& dinp, const Tensor& inp, const Tensor& dout) {
+  op_mark("gelu_backward");
   if (!ok() || !check(same_dtype("gelu_backward", {&dinp, &inp, &dout}))) return;
   check(dispatch(dinp.dtype, [&](auto t) {
     using A = decltype(t);
@@ -449,6 +387,7 @@ void CudaBackend::gelu_backward(const Tensor& dinp, const Tensor& inp, const Ten
 }
 
 void CudaBackend::swiglu_forward(const Tensor& out, const Tensor& inp, int N, int F) {
+  op_mark("swiglu_forward");
   if (!ok() || !check(same_dtype("swiglu_forward", {&out, &inp}))) return;
   check(dispatch(out.dtype, [&](auto t) {
     using A = decltype(t);
@@ -458,6 +397,7 @@ void CudaBackend::swiglu_forward(const Tensor& out, const Tensor& inp, int N, in
 
 void CudaBackend::swiglu_backward(const Tensor& dinp, const Tensor& inp, const Tensor& dout,
                                   int N, int F) {
+  op_mark("swiglu_backward");
   if (!ok() || !check(same_dtype("swiglu_backward", {&dinp, &inp, &dout}))) return;
   check(dispatch(dinp.dtype, [&](auto t) {
     using A = decltype(t);
@@ -465,66 +405,9 @@ void CudaBackend::swiglu_backward(const Tensor& dinp, const Tensor& inp, const T
   }));
 }
 
-namespace {
-Status cp_on_cpu(const char* op) {
-  return Status::invalid(std::string("cuda backend: ") + op + ": context parallelism (cp > 1) runs on CPU "
-                         "ranks in this version; use --device cpu, or drop cp");
-}
-}  // namespace
-
-void CudaBackend::rope_forward(const Tensor& out, const Tensor& inp, int B, int T, int heads,
-                               int hd, int stride, float theta, const SeqPositions& pos) {
-  if (!ok() || !check(same_dtype("rope_forward", {&out, &inp}))) return;
-  if (!pos.whole()) {
-    check(cp_on_cpu("rope_forward"));
-    return;
-  }
-  check(dispatch(out.dtype, [&](auto t) {
-    using A = decltype(t);
-    return cuda::rope_forward<A>(ctx_, out.ptr<A>(), inp.ptr<A>(), B, T, heads, hd, stride, theta);
-  }));
-}
-
-void CudaBackend::rope_backward(const Tensor& dinp, const Tensor& dout, int B, int T, int heads,
-                                int hd, int stride, float theta, const SeqPositions& pos) {
-  if (!ok() || !check(same_dtype("rope_backward", {&dinp, &dout}))) return;
-  if (!pos.whole()) {
-    check(cp_on_cpu("rope_backward"));
-    return;
-  }
-  check(dispatch(dinp.dtype, [&](auto t) {
-    using A = decltype(t);
-    return cuda::rope_backward<A>(ctx_, dinp.ptr<A>(), dout.ptr<A>(), B, T, heads, hd, stride,
-                                  theta);
-  }));
-}
-
-void CudaBackend::attention_block_forward(const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                                          const Tensor&, const AttentionBlockDims&) {
-  if (ok()) check(cp_on_cpu("attention_block_forward"));
-}
-
-void CudaBackend::attention_block_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                                           const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                                           const Tensor&, const AttentionBlockDims&) {
-  if (ok()) check(cp_on_cpu("attention_block_backward"));
-}
-
-void CudaBackend::copy_columns(const Tensor& dst, int dst_stride, const Tensor& src, int src_stride, int rows,
-                               int cols) {
-  if (!ok() || rows == 0 || cols == 0) return;
-  if (dst.dtype != src.dtype) {
-    check(Status::internal("cuda backend: copy_columns needs one dtype"));
-    return;
-  }
-  const size_t e = dtype_size(dst.dtype);
-  check(cuda_status(cudaMemcpy2DAsync(dst.data, dst_stride * e, src.data, src_stride * e, cols * e,
-                                      static_cast<size_t>(rows), cudaMemcpyDeviceToDevice, ctx_.stream),
-                    "copy_columns"));
-}
-
 void CudaBackend::crossentropy_forward(const Tensor& losses, const Tensor& lse,
                                        const Tensor& logits, const Tensor& targets, int N, int V) {
+  op_mark("crossentropy_forward");
   float *lo = nullptr, *l = nullptr;
   if (!ok() || !check(f32("crossentropy_forward", losses, &lo)) ||
       !check(f32("crossentropy_forward", lse, &l)))
@@ -539,6 +422,7 @@ void CudaBackend::crossentropy_forward(const Tensor& losses, const Tensor& lse,
 void CudaBackend::crossentropy_backward(const Tensor& dlogits, const Tensor& logits,
                                         const Tensor& lse, const Tensor& targets,
                                         const Tensor& dloss, int N, int V) {
+  op_mark("crossentropy_backward");
   float *l = nullptr, *dl = nullptr;
   if (!ok() || !check(same_dtype("crossentropy_backward", {&dlogits, &logits})) ||
       !check(f32("crossentropy_backward", lse, &l)) ||
@@ -553,6 +437,7 @@ void CudaBackend::crossentropy_backward(const Tensor& dlogits, const Tensor& log
 
 void CudaBackend::dropout_forward(const Tensor& out, const Tensor& inp, float p, uint64_t seed,
                                   uint64_t offset) {
+  op_mark("dropout_forward");
   if (!ok() || !check(same_dtype("dropout_forward", {&out, &inp}))) return;
   check(dispatch(out.dtype, [&](auto t) {
     using A = decltype(t);
@@ -562,6 +447,7 @@ void CudaBackend::dropout_forward(const Tensor& out, const Tensor& inp, float p,
 
 void CudaBackend::dropout_backward(const Tensor& dinp, const Tensor& dout, float p, uint64_t seed,
                                    uint64_t offset) {
+  op_mark("dropout_backward");
   if (!ok() || !check(same_dtype("dropout_backward", {&dinp, &dout}))) return;
   check(dispatch(dinp.dtype, [&](auto t) {
     using A = decltype(t);
@@ -574,6 +460,7 @@ void CudaBackend::dropout_backward(const Tensor& dinp, const Tensor& dout, float
 
 void CudaBackend::gather_rows(const Tensor& out, const Tensor& inp, const Tensor& idx,
                               const Tensor& weight, int M, int C) {
+  op_mark("gather_rows");
   float* w = nullptr;
   if (!ok() || !check(same_dtype("gather_rows", {&out, &inp})) ||
       !check(f32("gather_rows", weight, &w)))
@@ -586,6 +473,7 @@ void CudaBackend::gather_rows(const Tensor& out, const Tensor& inp, const Tensor
 
 void CudaBackend::scatter_add_rows(const Tensor& out, const Tensor& inp, const Tensor& idx,
                                    const Tensor& weight, int M, int C) {
+  op_mark("scatter_add_rows");
   float* w = nullptr;
   if (!ok() || !check(same_dtype("scatter_add_rows", {&out, &inp})) ||
       !check(f32("scatter_add_rows", weight, &w)))
@@ -599,6 +487,7 @@ void CudaBackend::scatter_add_rows(const Tensor& out, const Tensor& inp, const T
 
 void CudaBackend::gathered_row_dot(const Tensor& out, const Tensor& a, const Tensor& idx,
                                    const Tensor& b, int M, int C) {
+  op_mark("gathered_row_dot");
   float* o = nullptr;
   if (!ok() || !check(same_dtype("gathered_row_dot", {&a, &b})) ||
       !check(f32("gathered_row_dot", out, &o)))
@@ -612,6 +501,7 @@ void CudaBackend::gathered_row_dot(const Tensor& out, const Tensor& a, const Ten
 // ---- optimizer ----------------------------------------------------------------------------------
 
 double CudaBackend::sum_squares(const Tensor& x) {
+  op_mark("sum_squares");
   if (!ok() || x.empty()) return 0.0;
   if (!check(cuda_status(cudaMemsetAsync(dsum_, 0, sizeof(double), ctx_.stream), "sum_squares")))
     return 0.0;
@@ -630,6 +520,7 @@ double CudaBackend::sum_squares(const Tensor& x) {
 
 void CudaBackend::adamw(const Tensor& param, const Tensor& master, const Tensor& m,
                         const Tensor& v, const Tensor& grad, const AdamWArgs& a) {
+  op_mark("adamw");
   float *pm = nullptr, *mm = nullptr, *vv = nullptr, *g = nullptr;
   if (!ok() || !check(f32("adamw", master, &pm)) || !check(f32("adamw", m, &mm)) ||
       !check(f32("adamw", v, &vv)) || !check(f32("adamw", grad, &g)))

@@ -15,6 +15,7 @@
 #include "common/status.h"
 #include "engine/backend.h"
 #include "engine/cuda/kernels.h"
+#include "engine/cuda/phase_timer.h"
 
 namespace partrain::engine {
 
@@ -38,6 +39,10 @@ class CudaBackend final : public Backend {
   // The first error any op met (ok when none); also checks for pending device faults.
   Status status() override;
   const Context& context() const { return ctx_; }
+  // Device time per Backend op (PhaseTimer): enabled, every op records an event first, and
+  // finish() attributes the time between consecutive ops to the earlier one's name. Also on
+  // from the start with PARTRAIN_CUDA_PROFILE=1. Every op also drops an NVTX marker of its name.
+  PhaseTimer& op_timer() { return timer_; }
 
   std::string name() const override { return "cuda:" + std::to_string(ctx_.device); }
   DType param_dtype() const override { return storage_; }
@@ -89,14 +94,12 @@ class CudaBackend final : public Backend {
   void swiglu_forward(const Tensor& out, const Tensor& inp, int N, int F) override;
   void swiglu_backward(const Tensor& dinp, const Tensor& inp, const Tensor& dout, int N,
                        int F) override;
-  // Whole sequences only (pos.whole()); context-parallel chunks run on CPU ranks in this
-  // version, and any other positions are an error.
+  // Rows at any positions (whole sequences, or context parallelism's chunks).
   void rope_forward(const Tensor& out, const Tensor& inp, int B, int T, int heads, int hd,
                     int stride, float theta, const SeqPositions& pos) override;
   void rope_backward(const Tensor& dinp, const Tensor& dout, int B, int T, int heads, int hd,
                      int stride, float theta, const SeqPositions& pos) override;
-  // Context-parallel attention runs on CPU ranks in this version: these keep an error that
-  // says so (config::check_supported refuses cp on GPU ranks before any worker starts).
+  // Context parallelism's attention blocks (attention_block.cu): one warp per row, fp32 math.
   void attention_block_forward(const Tensor& out, const Tensor& lse, const Tensor& q,
                                const Tensor& k, const Tensor& v, const AttentionBlockDims& d) override;
   void attention_block_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv,
@@ -131,19 +134,30 @@ class CudaBackend final : public Backend {
   CudaBackend() = default;
   // Keeps the first error; true while no error has happened (so ops can bail out early).
   bool check(Status s);
+  void op_mark(const char* op);
   bool ok() const { return error_.is_ok(); }
   // The attention workspace, grown on demand (category workspace).
   void* attention_workspace(size_t bytes);
-  // Flash-style attention instead of the GEMM path: PARTRAIN_CUDA_ATTENTION=flash|gemm|auto
-  // (auto, the default: flash only where the GEMM path's T x T workspace would pass 4 GiB).
+  // The attention path: PARTRAIN_CUDA_ATTENTION=auto|cudnn|gemm|flash. auto (the default):
+  // cuDNN's fused SDPA where it runs (bf16, the "cudnn" kernel path on, cuDNN loadable, the
+  // shape supported), else as before: the GEMM path, or the flash-style kernels where the
+  // GEMM path's T x T workspace would pass 4 GiB. cudnn: cuDNN or an error. gemm, flash:
+  // that path only.
   bool use_flash(const AttentionDims& d, size_t gemm_workspace_bytes) const;
+  bool try_cudnn() const;
+  bool cudnn_fell_back(const Status& s, const char* op);
+  Status attention_backward_cudnn(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dout,
+                                  const Tensor& out, const float* lse, const Tensor& q, const Tensor& k,
+                                  const Tensor& v, const AttentionDims& d);
 
   Context ctx_;
+  PhaseTimer timer_;
   Status error_;
   DType storage_ = DType::kBF16;
   double* dsum_ = nullptr;  // device accumulator for sum_squares
   Tensor attn_ws_;
-  enum class AttentionMode { kAuto, kGemm, kFlash } attention_mode_ = AttentionMode::kAuto;
+  enum class AttentionMode { kAuto, kGemm, kFlash, kCudnn } attention_mode_ = AttentionMode::kAuto;
+  bool cudnn_fallback_logged_ = false;
 };
 
 }  // namespace cuda

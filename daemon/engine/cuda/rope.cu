@@ -2,6 +2,7 @@
 // (x_i, x_{i+hd/2}) at position t turns by t * theta^(-2i/hd). Frequencies and angles in
 // fp32 as Hugging Face forms them, cos/sin from double (as the CPU reference), so both
 // devices rotate by the same angles. Backward turns by the opposite angle and WRITES dinp.
+// Row t of a sequence is at position pos.at(t) (cp chunks; t itself by default).
 #include "engine/cuda/common.cuh"
 
 namespace partrain::engine::cuda {
@@ -9,7 +10,7 @@ namespace {
 
 template <typename Act>
 __global__ void rope_kernel(Act* out, const Act* inp, int B, int T, int heads, int hd, int stride,
-                            float theta, float sign) {
+                            float theta, float sign, SeqPositions pos) {
   const int half = hd / 2;
   const size_t total = static_cast<size_t>(B) * T * heads * half;
   for (size_t idx = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; idx < total;
@@ -18,7 +19,7 @@ __global__ void rope_kernel(Act* out, const Act* inp, int B, int T, int heads, i
     size_t r = idx / half;
     const int h = static_cast<int>(r % heads);
     const size_t bt = r / heads;
-    const int t = static_cast<int>(bt % T);
+    const int t = pos.at(static_cast<int>(bt % T));  // row -> position (cp chunks)
     // powf through double: the correctly rounded value glibc's powf gives the CPU reference.
     const float expo = static_cast<float>(2 * i) / static_cast<float>(hd);
     const float inv_freq =
@@ -37,29 +38,29 @@ __global__ void rope_kernel(Act* out, const Act* inp, int B, int T, int heads, i
 
 template <typename Act>
 Status rope_forward(const Context& ctx, Act* out, const Act* inp, int B, int T, int heads, int hd,
-                    int stride, float theta) {
+                    int stride, float theta, const SeqPositions& pos) {
   if (hd % 2 != 0) return Status::invalid("rope: head dim must be even, got " + std::to_string(hd));
   const size_t n = static_cast<size_t>(B) * T * heads * (hd / 2);
   rope_kernel<<<grid_for(n, 256), 256, 0, ctx.stream>>>(out, inp, B, T, heads, hd, stride, theta,
-                                                         1.0f);
+                                                         1.0f, pos);
   return launch_status("rope_forward");
 }
 
 template <typename Act>
 Status rope_backward(const Context& ctx, Act* dinp, const Act* dout, int B, int T, int heads,
-                     int hd, int stride, float theta) {
+                     int hd, int stride, float theta, const SeqPositions& pos) {
   if (hd % 2 != 0) return Status::invalid("rope: head dim must be even, got " + std::to_string(hd));
   const size_t n = static_cast<size_t>(B) * T * heads * (hd / 2);
   rope_kernel<<<grid_for(n, 256), 256, 0, ctx.stream>>>(dinp, dout, B, T, heads, hd, stride, theta,
-                                                         -1.0f);
+                                                         -1.0f, pos);
   return launch_status("rope_backward");
 }
 
 #define PARTRAIN_INSTANTIATE(Act)                                                              \
   template Status rope_forward<Act>(const Context&, Act*, const Act*, int, int, int, int, int, \
-                                    float);                                                    \
+                                    float, const SeqPositions&);                               \
   template Status rope_backward<Act>(const Context&, Act*, const Act*, int, int, int, int, int, \
-                                     float);
+                                     float, const SeqPositions&);
 PARTRAIN_INSTANTIATE(float)
 PARTRAIN_INSTANTIATE(bf16)
 #undef PARTRAIN_INSTANTIATE
