@@ -16,7 +16,9 @@
 #   GPU rank, a GPU checkpoint resumed on CPU ranks, `export --hf` read by transformers, and
 #   the carried gpu-labelled tests.
 # Part B (scripts/gpu-check/part-b.sh): the CUDA kernels and engine built there, their
-#   gpu-labelled tests, the GPT-2 124M benchmark.
+#   gpu-labelled tests, and the benchmark ladder (the previous path, each fast path, all of
+#   them, a CUDA graph; GPT-2 124M and a LLaMA of its size, per-phase tables) beside the
+#   torch.compile peer (bench/gpu/torch_peer.py) timed in the same run.
 # Last: the planner's rates (bench/planner/gpu_rates.py), time-boxed.
 #
 # Time: BUDGET seconds in all (default 420). With --part all, part B's build runs in the
