@@ -21,8 +21,8 @@
 #   torch.compile peer (bench/gpu/torch_peer.py) timed in the same run.
 # Last: the planner's rates (bench/planner/gpu_rates.py), time-boxed.
 #
-# Time: BUDGET seconds in all (default 420). With --part all, part B's build runs in the
-# background (nice, JOBS=12) while part A runs (until A_BUDGET, default 200 s), then part B's
+# Time: BUDGET seconds in all (default 450). With --part all, part B's build runs in the
+# background (nice, JOBS=12) while part A runs (until A_BUDGET, default 190 s), then part B's
 # tests and benchmark until BUDGET - RATES_BUDGET, then the rates (RATES_BUDGET, default 55 s:
 # --budget 45 plus PyTorch's start).
 # RESULTS_DIR ends with at most 8 files (the device tool's limit): summary.txt (every part's
@@ -44,7 +44,7 @@ while [ $# -gt 0 ]; do
   shift
 done
 case $part in a|b|all) ;; *) echo "gpu-check: --part a, b or all, not $part" >&2; exit 2 ;; esac
-BUDGET=${BUDGET:-420} A_BUDGET=${A_BUDGET:-200} RATES_BUDGET=${RATES_BUDGET:-55}
+BUDGET=${BUDGET:-450} A_BUDGET=${A_BUDGET:-190} RATES_BUDGET=${RATES_BUDGET:-55}
 
 prepare_all() {
   if [ "$part" != b ]; then bash "$here/prepare-a.sh" || exit 1; fi
