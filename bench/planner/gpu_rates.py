@@ -13,7 +13,8 @@ What it measures (PyTorch only, bf16, CUDA events, median of timed repeats after
     causal FLOPs the kernels execute (forward 2 x 2 b h T^2 hd / 2, backward 2.5 x that).
   - pointwise: an out-of-place add (read 2, write 1) and a copy, bytes/s by size.
 Every measurement is guarded: an error is recorded under "errors" and the run goes on; a
-deadline (--budget seconds after start, torch import included) skips what is left. Exit
+deadline (--budget seconds after start, torch import included) skips what is left (in the
+order GEMM, pointwise, attention); the file is rewritten after each section. Exit
 status 0 whenever the JSON was written. The planner reads the file when a hardware profile
 names it ([compute] measured_rates); see man/partrain-plan.1.
 """
@@ -159,6 +160,26 @@ def main():
     del pool
     save()
 
+    # -- pointwise -------------------------------------------------------------------------
+    sizes = [1 << 16, 1 << 20] if small else [1 << p for p in (20, 22, 24, 26, 28, 30)]
+    for nbytes in sizes:
+        if over("pointwise %d" % nbytes):
+            break
+        try:
+            dt = torch.bfloat16 if cuda else torch.float32
+            n = nbytes // (2 if cuda else 4)
+            x = torch.randn(n, device=dev, dtype=dt)
+            y = torch.randn(n, device=dev, dtype=dt)
+            z = torch.empty_like(x)
+            t, _ = timed(lambda: torch.add(x, y, out=z))
+            tc, _ = timed(lambda: z.copy_(x))
+            result["pointwise"].append({"bytes_per_operand": nbytes, "add_seconds": t,
+                                        "add_bytes_per_s": 3.0 * nbytes / t,
+                                        "copy_seconds": tc, "copy_bytes_per_s": 2.0 * nbytes / tc})
+            del x, y, z
+        except Exception as e:  # noqa: BLE001
+            result["errors"].append({"what": "pointwise %d" % nbytes, "error": repr(e)})
+    save()
     # -- attention -------------------------------------------------------------------------
     backends = {}
     try:
@@ -202,26 +223,6 @@ def main():
                 result["errors"].append({"what": "attention %s hd%d T%d" % (name, hd, T), "error": repr(e)[:300]})
     save()
 
-    # -- pointwise -------------------------------------------------------------------------
-    sizes = [1 << 16, 1 << 20] if small else [1 << p for p in (20, 22, 24, 26, 28, 30)]
-    for nbytes in sizes:
-        if over("pointwise %d" % nbytes):
-            break
-        try:
-            dt = torch.bfloat16 if cuda else torch.float32
-            n = nbytes // (2 if cuda else 4)
-            x = torch.randn(n, device=dev, dtype=dt)
-            y = torch.randn(n, device=dev, dtype=dt)
-            z = torch.empty_like(x)
-            t, _ = timed(lambda: torch.add(x, y, out=z))
-            tc, _ = timed(lambda: z.copy_(x))
-            result["pointwise"].append({"bytes_per_operand": nbytes, "add_seconds": t,
-                                        "add_bytes_per_s": 3.0 * nbytes / t,
-                                        "copy_seconds": tc, "copy_bytes_per_s": 2.0 * nbytes / tc})
-            del x, y, z
-        except Exception as e:  # noqa: BLE001
-            result["errors"].append({"what": "pointwise %d" % nbytes, "error": repr(e)})
-    save()
     return 0
 
 
