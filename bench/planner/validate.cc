@@ -141,11 +141,16 @@ int run(int argc, char** argv) {
       planner::apply_rates(*m, &r.hw);
       r.first = retime(*r.run, r.first, r.hw);
     }
-    std::printf("H100 rows with %s applied: matmul_efficiency %.3f, gemm_k_half %.0f, attention %.3f (fa2 %.3f), "
-                "seq_half %.0f, head_dim_half %.0f, elementwise %.3f\n\n", rates.c_str(),
-                rows.back().hw.matmul_efficiency, rows.back().hw.gemm_k_half, rows.back().hw.attention_efficiency,
-                rows.back().hw.attention_efficiency_fa2, rows.back().hw.attention_seq_half,
-                rows.back().hw.attention_head_dim_half, rows.back().hw.elementwise_efficiency);
+    for (const PlannedRun& r : rows) {
+      if (device_family(r.run->profile) != "H100") continue;
+      const planner::HardwareProfile& h = r.hw;
+      std::printf("H100 rows with %s (%s) applied: matmul_efficiency %.3f, gemm_k_half %.0f, attention %.3f "
+                  "(fa2 %.3f), seq_half %.0f, head_dim_half %.0f, elementwise %.3f\n\n", rates.c_str(),
+                  m->device.c_str(), h.matmul_efficiency, h.gemm_k_half, h.attention_efficiency,
+                  h.attention_efficiency_fa2, h.attention_seq_half, h.attention_head_dim_half,
+                  h.elementwise_efficiency);
+      break;
+    }
     do_fit = true;
   }
   if (half) {
