@@ -6,6 +6,8 @@
 #include <utility>
 #include <vector>
 
+#include "engine/model/block_records.h"
+
 namespace partrain::planner {
 namespace {
 
@@ -230,9 +232,21 @@ MemoryBreakdown stage_memory(const ModelDims& m, const PlanLayout& l, const Prec
   // Context parallelism splits every sequence over cp ranks.
   const double N = static_cast<double>(l.micro_batch) * m.T / l.cp, C = m.C;
   const double seq = l.sp ? 1 / tp : 1, split = 1 / tp;
-  const double core = (N * C * ab + N * m.H * kF32) * split;  // att, lse (b H T fp32)
-  const double rest = (3 * N * C * ab + 4 * N * kF32) * seq +                   // ln1 res2 ln2
-                      N * (m.qkv() + m.fc() + m.F) * ab * split;                 // qkv fc act
+  // A block's records, as the engine allocates them (engine/model/block_records.h): the
+  // attention core (att, lse), what selective recompute frees, and the rest (norms, qkv,
+  // res2, fc, act), what full recompute frees too.
+  engine::model::RecordDims dims;
+  dims.batch = l.micro_batch;
+  dims.seq = m.T / l.cp;
+  dims.residual_rows = N * seq;
+  dims.heads = m.H / tp;
+  dims.hidden = C;
+  dims.query = m.H * m.head_dim() * split;
+  dims.qkv = m.qkv() * split;
+  dims.fc = m.fc() * split;
+  dims.ffn = m.F * split;
+  const double core = engine::model::record_group_bytes(engine::model::RecordGroup::kCore, dims, ab);
+  const double rest = engine::model::record_group_bytes(engine::model::RecordGroup::kRest, dims, ab);
   // A MoE block, per slot (engine/model/moe.cc moe_allocate), sized for the micro-batch's
   // N tokens even under tp (a rank routes N/tp of them, but keeps the capacity's layout):
   // router logits, slot indices and gates, expert input, hidden and output; under ep the

@@ -6,7 +6,9 @@
 //
 // Single-device, tensor-parallel and ZeRO terms follow what the engine allocates
 // (engine/model/model.cc allocate, vocab_parallel.cc tp_allocate, sharding.cc, moe.cc,
-// train/optimizer.cc) tensor by tensor, on tp rank 0 (the most vocabulary rows); the
+// train/optimizer.cc) tensor by tensor, on tp rank 0 (the most vocabulary rows); a block's
+// activation records come from the list the engine allocates from
+// (engine/model/block_records.h); the
 // pipeline terms follow the pipeline executor (worker/pipeline_executor.cc and the
 // engine's stage models): a stage's contiguous blocks as pipeline/partition.h splits
 // them, embeddings on the first stage, final norm and head on the last (a tied embedding

@@ -2,8 +2,11 @@
 // Blocks are in block.cc, mixture-of-experts feed-forward in moe.cc.
 #include "engine/model/model.h"
 
+#include <iterator>
+
 #include <fmt/format.h>
 
+#include "engine/model/block_records.h"
 #include "engine/model/model_internal.h"
 #include "engine/philox.h"
 
@@ -270,27 +273,38 @@ Status Model::allocate(int max_batch) {
   return Status::ok();
 }
 
+namespace {
+
+// BlockActs' member for each of block_records.h's records, in its order.
+constexpr Tensor BlockActs::*kRecordMembers[] = {
+    &BlockActs::att, &BlockActs::lse, &BlockActs::ln1, &BlockActs::ln1_mean, &BlockActs::ln1_rstd,
+    &BlockActs::qkv, &BlockActs::res2, &BlockActs::ln2, &BlockActs::ln2_mean, &BlockActs::ln2_rstd,
+    &BlockActs::fc, &BlockActs::act};
+static_assert(std::size(kRecordMembers) == kNumBlockRecords, "one member per block record");
+
+}  // namespace
+
+// The records of block_records.h, the list the planner sizes memory by: the core group when
+// `core`, the rest when `rest`.
 Status Model::alloc_block_acts(BlockActs& a, bool core, bool rest) {
   const int64_t N = static_cast<int64_t>(max_batch_) * T_, C = o_.hidden;
   const int64_t NR = tp_.sp ? N / tp_.size : N;
   const DType ad = be_->act_dtype();
-  const MemCategory c = MemCategory::kActivations;
-  auto get = [&](DType d, Shape s, Tensor* out) { return alloc_to(c, d, s, out); };
-  if (core) {
-    PARTRAIN_RETURN_IF_ERROR(get(ad, {N, lq_}, &a.att));
-    PARTRAIN_RETURN_IF_ERROR(get(DType::kF32, {max_batch_, lh_, T_}, &a.lse));
-  }
-  if (rest) {
-    PARTRAIN_RETURN_IF_ERROR(get(ad, {NR, C}, &a.ln1));
-    PARTRAIN_RETURN_IF_ERROR(get(DType::kF32, {NR}, &a.ln1_mean));
-    PARTRAIN_RETURN_IF_ERROR(get(DType::kF32, {NR}, &a.ln1_rstd));
-    PARTRAIN_RETURN_IF_ERROR(get(ad, {N, lqkv_}, &a.qkv));
-    PARTRAIN_RETURN_IF_ERROR(get(ad, {NR, C}, &a.res2));
-    PARTRAIN_RETURN_IF_ERROR(get(ad, {NR, C}, &a.ln2));
-    PARTRAIN_RETURN_IF_ERROR(get(DType::kF32, {NR}, &a.ln2_mean));
-    PARTRAIN_RETURN_IF_ERROR(get(DType::kF32, {NR}, &a.ln2_rstd));
-    PARTRAIN_RETURN_IF_ERROR(get(ad, {N, lfc_}, &a.fc));
-    PARTRAIN_RETURN_IF_ERROR(get(ad, {N, lf_}, &a.act));
+  for (size_t i = 0; i < kNumBlockRecords; ++i) {
+    const BlockRecord& r = kBlockRecords[i];
+    if (!(r.group == RecordGroup::kCore ? core : rest)) continue;
+    const int64_t cols = r.cols == RecordCols::kHidden  ? C
+                         : r.cols == RecordCols::kQuery ? lq_
+                         : r.cols == RecordCols::kQkv   ? lqkv_
+                         : r.cols == RecordCols::kFc    ? lfc_
+                         : r.cols == RecordCols::kFfn   ? lf_
+                         : r.cols == RecordCols::kSeq   ? T_
+                                                        : 1;
+    Shape shape = r.rows == RecordRows::kBatchHeads ? Shape{max_batch_, lh_, cols}
+                  : r.cols == RecordCols::kNone     ? Shape{r.rows == RecordRows::kTokens ? N : NR}
+                                                    : Shape{r.rows == RecordRows::kTokens ? N : NR, cols};
+    const DType d = r.type == RecordType::kF32 ? DType::kF32 : ad;
+    PARTRAIN_RETURN_IF_ERROR(alloc_to(MemCategory::kActivations, d, shape, &(a.*kRecordMembers[i])));
   }
   return Status::ok();
 }
