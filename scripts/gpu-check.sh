@@ -9,7 +9,7 @@
 #   here, as far as a machine without a GPU goes (part A from the unpacked packages):
 #           bash scripts/gpu-check.sh --try cpu|emu RESULTS_DIR
 #           cpu: every case on CPU ranks; emu: --device cuda on the emulated GPU module
-#           (GPU_CHECK_EMULATED=FILE, default the build tree's libpartrain_gpu_emu.so)
+#           (GPU_CHECK_EMULATED=FILE, default the one --prepare built beside the packages)
 #
 # Part A (scripts/gpu-check/part-a.sh): partrain as an admin installs it (the Debian packages
 #   and their dependencies, unpacked into a prefix), every layout on the one GPU against one
@@ -139,8 +139,9 @@ try_here() {
   case $try in
     cpu) GPU_CHECK_DEVICE=cpu without_build_trees bash "$here/part-a.sh" "$results" ;;
     emu)
-      local emu=${GPU_CHECK_EMULATED:-$(find build* -name libpartrain_gpu_emu.so 2>/dev/null | head -n 1)}
-      [ -n "$emu" ] || { echo "gpu-check --try emu: no libpartrain_gpu_emu.so (build it, or set GPU_CHECK_EMULATED)"; exit 2; }
+      # The module of the build the packages came from (prepare-a.sh builds it there).
+      local emu=${GPU_CHECK_EMULATED:-${GPU_CHECK_BUILD:-build-gpu-carry}/lib/libpartrain_gpu_emu.so}
+      [ -f "$emu" ] || { echo "gpu-check --try emu: no $emu (run --prepare, or set GPU_CHECK_EMULATED)"; exit 2; }
       # A copy outside the build tree, which is hidden from the run.
       mkdir -p "${TMPDIR:-/tmp}/partrain-gpu-emu" && cp "$emu" "${TMPDIR:-/tmp}/partrain-gpu-emu/"
       GPU_CHECK_EMULATED=${TMPDIR:-/tmp}/partrain-gpu-emu/libpartrain_gpu_emu.so \

@@ -49,6 +49,9 @@ gpu_test_targets() {
 build_targets() {
   local tests
   tests=$(gpu_test_targets | tr '\n' ' ')
+  # The emulated GPU module of the same build, for `gpu-check.sh --try emu` (not carried).
+  [ "$(ninja -C "$build" -t targets all 2>/dev/null | grep -c '^partrain_gpu_emu:')" -gt 0 ] &&
+    tests="$tests partrain_gpu_emu"
   say "building (JOBS=${JOBS:-2}): the packaged programs, plugins and modules, and $tests partrain_hf_logits"
   # shellcheck disable=SC2086
   cmake --build "$build" -j "${JOBS:-2}" --target partrain partraind partrain-worker partrain_plugins \
