@@ -9,7 +9,7 @@ Result<Tensor> Backend::alloc(MemCategory category, DType dtype, Shape shape) {
   Tensor t{nullptr, dtype, shape};
   const size_t bytes = t.bytes();
   if (bytes == 0) return t;
-  t.data = raw_alloc(bytes);
+  t.data = raw_alloc_typed(bytes, dtype);
   if (t.data == nullptr) {
     // The same job on the same layout fails the same way after a restart: a configuration
     // error (exit 2, never requeued), not a retryable one.

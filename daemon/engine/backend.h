@@ -30,17 +30,16 @@
 #include <unordered_map>
 #include <utility>
 
+#include "common/dtype.h"
 #include "common/status.h"
 #include "engine/positions.h"
 
 namespace partrain::engine {
 
-enum class DType : uint8_t { kF32, kBF16, kI32 };
-
-inline size_t dtype_size(DType t) { return t == DType::kBF16 ? 2 : 4; }
-inline const char* dtype_name(DType t) {
-  return t == DType::kF32 ? "f32" : t == DType::kBF16 ? "bf16" : "i32";
-}
+// The element types (common/dtype.h), shared with the communicators' typed buffers.
+using partrain::DType;
+using partrain::dtype_name;
+using partrain::dtype_size;
 
 // What an allocation is for; peak memory is reported per category.
 enum class MemCategory : uint8_t { kWeights, kGrads, kOptimizer, kActivations, kWorkspace };
@@ -281,6 +280,9 @@ class Backend {
   std::pair<void*, size_t> allocation_of(const void* p) const;
   // Raw zero-filled device allocation of `bytes`; nullptr on failure.
   virtual void* raw_alloc(size_t bytes) = 0;
+  // The same, told the dtype alloc() asked for (the emulated GPU keeps it, to refuse a bf16
+  // allocation read as fp32); by default raw_alloc.
+  virtual void* raw_alloc_typed(size_t bytes, DType /*dtype*/) { return raw_alloc(bytes); }
   virtual void raw_free(void* p) = 0;
   // Frees every allocation still live. Derived destructors call it (the base destructor
   // cannot: raw_free is virtual).

@@ -14,12 +14,12 @@
 #include <memory>
 #include <string>
 
+#include "common/dtype.h"
 #include "common/log.h"
 #include "common/status.h"
 
 namespace partrain::engine {
 class Backend;
-enum class DType : uint8_t;  // engine/backend.h
 }
 namespace partrain::comm {
 class Communicator;
@@ -36,12 +36,15 @@ struct CudaModule {
   void (*init_log)(log::Forward forward, log::Level level);
   bool (*device_available)();
   // The CUDA backend on device `ordinal` with `storage` weights and activations.
-  Result<std::unique_ptr<engine::Backend>> (*make_backend)(int ordinal, engine::DType storage);
+  Result<std::unique_ptr<engine::Backend>> (*make_backend)(int ordinal, DType storage);
   // nullptr when the toolkit the module was built with had no NCCL.
   Result<std::unique_ptr<comm::Communicator>> (*create_nccl)(const comm::GroupSpec& spec, comm::RendezvousClient& store,
                                                              const comm::NcclOptions& options);
   // Orders the NCCL communicator's operations after the CUDA backend's stream.
   Status (*bind_to_backend)(comm::Communicator& comm, engine::Backend& backend);
+  // The id of device `ordinal` (CUDA's UUID, "GPU-xxxxxxxx-xxxx-..."): two processes on one
+  // GPU get the same id, so a group sees which members share one (worker/transports.h).
+  Result<std::string> (*device_uuid)(int ordinal);
 };
 
 // The exported symbol's name and type.

@@ -1,5 +1,9 @@
 // libpartrain_cuda.so's one export: the table of cuda_module.h over the CUDA backend and
 // the NCCL communicators. Compiled into the module only.
+#include <cuda_runtime.h>
+
+#include <fmt/format.h>
+
 #include "engine/cuda/cuda_backend.h"
 #include "gpu/cuda_module.h"
 #ifdef PARTRAIN_HAVE_NCCL
@@ -32,6 +36,21 @@ Status bind_to_backend(comm::Communicator& c, engine::Backend& backend) {
 #endif
 }
 
+// cudaDeviceProp::uuid as nvidia-smi prints it: GPU-8-4-4-4-12 hex digits.
+Result<std::string> device_uuid(int ordinal) {
+  cudaDeviceProp prop{};
+  const cudaError_t rc = cudaGetDeviceProperties(&prop, ordinal);
+  if (rc != cudaSuccess) {
+    return Status::unavailable(fmt::format("cuda:{}: cudaGetDeviceProperties failed: {}", ordinal,
+                                           cudaGetErrorString(rc)));
+  }
+  const auto* b = reinterpret_cast<const unsigned char*>(prop.uuid.bytes);
+  std::string hex;
+  for (int i = 0; i < 16; ++i) hex += fmt::format("{:02x}", b[i]);
+  return fmt::format("GPU-{}-{}-{}-{}-{}", hex.substr(0, 8), hex.substr(8, 4), hex.substr(12, 4), hex.substr(16, 4),
+                     hex.substr(20));
+}
+
 const CudaModule kModule = {
     PARTRAIN_CUDA_MODULE_BUILD_ID,
     &init_log,
@@ -43,6 +62,7 @@ const CudaModule kModule = {
     nullptr,
 #endif
     &bind_to_backend,
+    &device_uuid,
 };
 
 }  // namespace

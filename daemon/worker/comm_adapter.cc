@@ -87,12 +87,11 @@ int broadcast(void* ctx, float* data, size_t count, int root, void** work, char*
 
 int exchange(void* ctx, const float* send, size_t send_count, int to, float* recv, size_t recv_count, int from,
              void** work, char* err, size_t err_len) noexcept {
+  auto* c = static_cast<comm::Communicator*>(ctx);
   std::vector<comm::Communicator::P2pOp> ops;
-  if (send_count > 0) ops.push_back({true, const_cast<float*>(send), send_count, to, 0});
-  if (recv_count > 0) ops.push_back({false, recv, recv_count, from, 0});
-  return start("exchange", work, err, err_len, [&] {
-    return static_cast<comm::Communicator*>(ctx)->batch_send_recv(ops);
-  });
+  if (send_count > 0) ops.push_back({true, c->f32(send, send_count), to});
+  if (recv_count > 0) ops.push_back({false, c->f32(recv, recv_count), from});
+  return start("exchange", work, err, err_len, [&] { return c->batch_send_recv(ops); });
 }
 
 int wait(void* /*ctx*/, void* work, char* err, size_t err_len) noexcept {

@@ -48,10 +48,12 @@ void ExpertPluginComm::all_to_allv(const float* in, const std::vector<size_t>& s
 
 double ExpertPluginComm::sum(double x) {
   if (!status_) return x;
-  const Split2 p = split(x);
-  float parts[2] = {p.head, p.rest};
-  keep(api_->reduce(state_, parts, 2, err_, sizeof err_), "reduce");
-  return join(parts[0], parts[1]);
+  Result<double> s = sum_over(*ep_host_, x);
+  if (!s) {
+    status_ = s.status();
+    return x;
+  }
+  return *s;
 }
 
 Status ExpertPluginComm::reduce_expert_grads(float* data, size_t count, float scale) {

@@ -18,9 +18,11 @@ namespace partrain::worker {
 
 class ExpertPluginComm final : public engine::model::ExpertComm {
  public:
-  // `api`, `ep` and `expert_dp` (null when dp == ep) must outlive this object.
-  ExpertPluginComm(const partrain_expert_v1_t* api, comm::Communicator* ep, comm::Communicator* expert_dp)
-      : api_(api), ep_(ep), expert_dp_(expert_dp) {}
+  // `api`, `ep`, its host channel `ep_host` and `expert_dp` (null when dp == ep) must
+  // outlive this object.
+  ExpertPluginComm(const partrain_expert_v1_t* api, comm::Communicator* ep, comm::Communicator* ep_host,
+                   comm::Communicator* expert_dp)
+      : api_(api), ep_(ep), ep_host_(ep_host), expert_dp_(expert_dp) {}
   ~ExpertPluginComm() override;  // finalizes the instance
   ExpertPluginComm(const ExpertPluginComm&) = delete;
   ExpertPluginComm& operator=(const ExpertPluginComm&) = delete;
@@ -29,7 +31,7 @@ class ExpertPluginComm final : public engine::model::ExpertComm {
 
   void all_to_allv(const float* in, const std::vector<size_t>& send_counts, float* out,
                    const std::vector<size_t>& recv_counts) override;
-  double sum(double x) override;
+  double sum(double x) override;  // over the ep group's host channel
   // The experts' gradients data[0..count): summed over the expert-data-parallel group, times
   // scale.
   Status reduce_expert_grads(float* data, size_t count, float scale);
@@ -44,6 +46,7 @@ class ExpertPluginComm final : public engine::model::ExpertComm {
 
   const partrain_expert_v1_t* api_;
   comm::Communicator* ep_;
+  comm::Communicator* ep_host_;
   comm::Communicator* expert_dp_;
   partrain_comm_v2_t ep_table_{}, expert_dp_table_{};
   partrain_alltoall_v1_t all_to_all_{};

@@ -154,8 +154,12 @@ Status run(const std::string& job_path, const std::atomic<bool>* stop) {
   Result<std::unique_ptr<comm::RendezvousClient>> commit_client = (*store)->clone();
   if (!commit_client) return commit_client.status();
   CommitRequester committer(std::move(commit_client).value(), w->prefix);
-  Result<ProcessGroups> groups = ProcessGroups::create(*layout, w->rank, w->prefix, **store, job->device,
-                                                       gloo_options(*w));
+  GroupOptions go;
+  go.prefix = w->prefix;
+  go.device = job->device;
+  go.gloo = gloo_options(*w);
+  go.pp_chunks = pipe ? pipe->schedule.shape.v : 1;
+  Result<ProcessGroups> groups = ProcessGroups::create(*layout, w->rank, **store, go);
   if (!groups) return groups.status();
 
   WorkerRun r;

@@ -135,8 +135,10 @@ Status ParallelHooks::sum_tied_embeddings() {
       if (!other) return other.status();
       const int peer = emb ? a_.pp->size() - 1 : 0;
       const size_t n = static_cast<size_t>(spec.numel());
-      PARTRAIN_RETURN_IF_ERROR(a_.pp->batch_send_recv({{true, mine.ptr<float>(), n, peer, kTagTied},
-                                                       {false, other->ptr<float>(), n, peer, kTagTied}})->wait());
+      PARTRAIN_RETURN_IF_ERROR(
+          a_.pp->batch_send_recv({{true, comm::Buffer{mine.data, mine.dtype, n, a_.memory}, peer},
+                                  {false, comm::Buffer{other->data, other->dtype, n, a_.memory}, peer}})
+              ->wait());
       if (!sharded) {
         be.accumulate(mine, *other);
         return Status::ok();
@@ -162,16 +164,21 @@ Status ParallelHooks::sum_tied_embeddings() {
 // numbers well inside float's exact range); the mean aux loss (the micro-batch's on every tp
 // rank) over pp, then averaged over dp.
 Status ParallelHooks::reduce_moe_stats(train::StepMetrics* m) {
-  if (m->experts == 0 || (a_.pp == nullptr && a_.dp_values == nullptr && a_.tp == nullptr)) return Status::ok();
+  if (m->experts == 0 || (a_.pp_host == nullptr && a_.dp_host == nullptr && a_.tp_host == nullptr)) {
+    return Status::ok();
+  }
   const size_t n = m->expert_tokens.size();
   std::vector<float> v(m->expert_tokens.begin(), m->expert_tokens.end());
   v.push_back(static_cast<float>(m->dropped_tokens));
   // Under tp each rank counted its own tokens (the aux loss is the micro-batch's on each).
-  if (a_.tp != nullptr) PARTRAIN_RETURN_IF_ERROR(a_.tp->all_reduce(v.data(), v.size(), comm::ReduceOp::kSum)->wait());
+  if (a_.tp_host != nullptr) {
+    PARTRAIN_RETURN_IF_ERROR(a_.tp_host->all_reduce(v.data(), v.size(), comm::ReduceOp::kSum)->wait());
+  }
   const Split2 aux = split(m->aux_loss);
   for (float x : {aux.head, aux.rest}) v.push_back(x);
-  if (a_.pp != nullptr) PARTRAIN_RETURN_IF_ERROR(a_.pp->all_reduce(v.data(), v.size(), comm::ReduceOp::kSum)->wait());
-  if (a_.dp_values != nullptr) PARTRAIN_RETURN_IF_ERROR(a_.dp_values->all_reduce(v.data(), v.size(), comm::ReduceOp::kSum));
+  for (comm::Communicator* host : {a_.pp_host, a_.dp_host}) {
+    if (host != nullptr) PARTRAIN_RETURN_IF_ERROR(host->all_reduce(v.data(), v.size(), comm::ReduceOp::kSum)->wait());
+  }
   for (size_t i = 0; i < n; ++i) m->expert_tokens[i] = static_cast<int64_t>(v[i]);
   m->dropped_tokens = static_cast<int64_t>(v[n]);
   m->aux_loss = join(v[n + 1], v[n + 2]) / a_.dp;
@@ -180,19 +187,19 @@ Status ParallelHooks::reduce_moe_stats(train::StepMetrics* m) {
 
 Status ParallelHooks::reduce_loss(double* loss, bool* stop) {
   float stop_flag = *stop ? 1.0f : 0.0f;
-  if (a_.tp != nullptr) {  // a tp group agrees on stopping first (its ranks' losses agree)
-    PARTRAIN_RETURN_IF_ERROR(a_.tp->all_reduce(&stop_flag, 1, comm::ReduceOp::kMax)->wait());
+  if (a_.tp_host != nullptr) {  // a tp group agrees on stopping first (its ranks' losses agree)
+    PARTRAIN_RETURN_IF_ERROR(a_.tp_host->all_reduce(&stop_flag, 1, comm::ReduceOp::kMax)->wait());
   }
-  if (a_.pp != nullptr) {
+  if (a_.pp_host != nullptr) {
     const Split2 l = split(*loss);
     float shared[3] = {l.head, l.rest, stop_flag};
-    PARTRAIN_RETURN_IF_ERROR(a_.pp->all_reduce(shared, 3, comm::ReduceOp::kSum)->wait());
+    PARTRAIN_RETURN_IF_ERROR(a_.pp_host->all_reduce(shared, 3, comm::ReduceOp::kSum)->wait());
     *loss = join(shared[0], shared[1]);
     stop_flag = shared[2];
   }
-  if (a_.dp_values != nullptr) {
+  if (a_.dp_host != nullptr) {
     float shared[2] = {static_cast<float>(*loss), stop_flag};
-    PARTRAIN_RETURN_IF_ERROR(a_.dp_values->all_reduce(shared, 2, comm::ReduceOp::kSum));
+    PARTRAIN_RETURN_IF_ERROR(a_.dp_host->all_reduce(shared, 2, comm::ReduceOp::kSum)->wait());
     *loss = static_cast<double>(shared[0]) / a_.dp;
     stop_flag = shared[1];
   }
@@ -216,8 +223,8 @@ Status ParallelHooks::reduce_norm(const train::GradSquares& local, double* total
     sq = a_.tensor->sum(sq);
     PARTRAIN_RETURN_IF_ERROR(a_.tensor->status());
   }
-  if (a_.pp != nullptr) {
-    Result<double> s = sum_over(*a_.pp, sq);
+  if (a_.pp_host != nullptr) {
+    Result<double> s = sum_over(*a_.pp_host, sq);
     if (!s) return s.status();
     sq = *s;
   }

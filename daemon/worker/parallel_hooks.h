@@ -41,7 +41,6 @@
 #include "engine/train/trainer.h"
 #include "worker/context_plugin_comm.h"
 #include "worker/data_plugin_comm.h"
-#include "worker/device_comm.h"
 #include "worker/expert_plugin_comm.h"
 #include "worker/tensor_plugin_comm.h"
 #include "worker/zero_comm.h"
@@ -56,9 +55,12 @@ struct ParallelAxes {
   TensorPluginComm* tensor = nullptr;  // tp > 1
   ExpertPluginComm* expert = nullptr;  // ep > 1
   ContextPluginComm* context = nullptr;  // cp > 1
-  comm::Communicator* tp = nullptr;    // tp > 1: the tp group (the stop flag)
-  comm::Communicator* pp = nullptr;    // pp > 1: losses, norm, routing, the tied embedding
-  HostReducer* dp_values = nullptr;    // dp x cp > 1: small host arrays over the data group
+  // Host channels (process_groups.h) of the groups whose host values the step reduces.
+  comm::Communicator* tp_host = nullptr;  // tp > 1: the stop flag, routing counts
+  comm::Communicator* pp_host = nullptr;  // pp > 1: losses, norm, routing
+  comm::Communicator* dp_host = nullptr;  // dp x cp > 1: loss, stop, routing over the data group
+  comm::Communicator* pp = nullptr;    // pp > 1: the pp group's transport (the tied embedding)
+  comm::Memory memory = comm::Memory::kHost;  // where the backend's tensors live
   int dp = 1;
   int cp = 1;
 };

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
+
 #include "common/trace.h"
 #include "worker/group_sums.h"
 #include "worker/pipeline_plan.h"
@@ -23,8 +25,8 @@ double ms_between(std::chrono::steady_clock::time_point a, std::chrono::steady_c
 }  // namespace
 
 PipelineExecutor::PipelineExecutor(const pipeline::Shape& shape, const std::vector<Action>& actions,
-                                   comm::Communicator* pp)
-    : shape_(shape), actions_(actions), pp_(pp) {
+                                   const ProcessGroups* groups, comm::Communicator* pp_host, comm::Memory memory)
+    : shape_(shape), actions_(actions), groups_(groups), pp_host_(pp_host), memory_(memory) {
   for (size_t i = 0; i < actions_.size(); ++i) {
     if (pipeline::is_recv(actions_[i].kind)) recvs_.push_back(i);
     transfers_ += pipeline::is_compute(actions_[i].kind) ? 0 : 1;
@@ -51,7 +53,7 @@ Status PipelineExecutor::init(train::Trainer& trainer) {
     count_ = static_cast<size_t>(rows.numel());
     auto buffers = [&](std::vector<engine::Tensor>* out, int n) -> Status {
       for (int k = 0; k < n; ++k) {
-        Result<engine::Tensor> t = be.alloc(engine::MemCategory::kWorkspace, engine::DType::kF32, rows);
+        Result<engine::Tensor> t = be.alloc(engine::MemCategory::kWorkspace, be.act_dtype(), rows);
         if (!t) return t.status();
         out->push_back(*t);
       }
@@ -80,6 +82,19 @@ void PipelineExecutor::start_step() {
   t_begin_ = trace::now_us();
 }
 
+// On a channel group rank 0 sends and 1 receives (process_groups.h).
+comm::WorkHandle PipelineExecutor::transfer(PpStream stream, bool send, int peer, const engine::Tensor& t) {
+  const int me = pp_host_->rank();
+  comm::Communicator* c = send ? groups_->pp_channel(stream, me, peer) : groups_->pp_channel(stream, peer, me);
+  if (c == nullptr) {
+    return comm::finished_work(Status::internal(fmt::format(
+        "pipeline: no {} channel from pp rank {} to {}", stream == PpStream::kActivation ? "activation" : "gradient",
+        send ? me : peer, send ? peer : me)));
+  }
+  const comm::Buffer b{t.data, t.dtype, count_, memory_};
+  return send ? c->send(b, 1) : c->recv(b, 0);
+}
+
 int PipelineExecutor::slot(Chunk& c, int mb) {
   int& s = c.slot_of[static_cast<size_t>(mb)];
   if (s < 0) {
@@ -101,12 +116,10 @@ void PipelineExecutor::post_receives() {
     const size_t mb = static_cast<size_t>(a.mb);
     if (a.kind == Kind::kRecvActivation) {
       if (c.slot_of[mb] < 0 && c.free_slots.empty()) return;
-      c.recv_act[mb] = pp_->recv(model(a.chunk).stage_input(slot(c, a.mb)).ptr<float>(), count_, a.peer,
-                                 kTagActivation);
+      c.recv_act[mb] = transfer(PpStream::kActivation, false, a.peer, model(a.chunk).stage_input(slot(c, a.mb)));
     } else {
       if (c.slot_of[mb] < 0) return;
-      c.recv_grad[mb] = pp_->recv(c.grad_in[static_cast<size_t>(c.slot_of[mb])].ptr<float>(), count_, a.peer,
-                                  kTagGrad);
+      c.recv_grad[mb] = transfer(PpStream::kGrad, false, a.peer, c.grad_in[static_cast<size_t>(c.slot_of[mb])]);
     }
     if (!p2p_any_) p2p_first_ = Clock::now(), p2p_any_ = true;
   }
@@ -180,11 +193,10 @@ Status PipelineExecutor::run_action(const Action& a, train::StepMetrics* m, doub
     case Kind::kRecvGrad:
       return Status::ok();  // posted by post_receives (at the latest just now)
     case Kind::kSendActivation:
-      sends_.push_back(pp_->send(model(a.chunk).stage_output(slot(c, a.mb)).ptr<float>(), count_, a.peer,
-                                 kTagActivation));
+      sends_.push_back(transfer(PpStream::kActivation, true, a.peer, model(a.chunk).stage_output(slot(c, a.mb))));
       return Status::ok();
     case Kind::kSendGrad:
-      sends_.push_back(pp_->send(c.grad_out[static_cast<size_t>(a.mb)].ptr<float>(), count_, a.peer, kTagGrad));
+      sends_.push_back(transfer(PpStream::kGrad, true, a.peer, c.grad_out[static_cast<size_t>(a.mb)]));
       return Status::ok();
     default:
       return Status::internal("pipeline: " + pipeline::describe(a) + " is not run by this runtime");
@@ -226,7 +238,7 @@ Status PipelineExecutor::run(train::Trainer& trainer, train::StepMetrics* m, dou
     exposed_ms_ += ms_between(w0, done);
     p2p_last_ = std::max(p2p_last_, done);
   }
-  PARTRAIN_RETURN_IF_ERROR(measure_bubble(*pp_, shape_.pp, t_begin_, t_end_, busy_us_, &m->bubble_share));
+  PARTRAIN_RETURN_IF_ERROR(measure_bubble(*pp_host_, shape_.pp, t_begin_, t_end_, busy_us_, &m->bubble_share));
   m->add_comm(train::CommAxis::kPp, p2p_any_ ? ms_between(p2p_first_, p2p_last_) : 0.0, exposed_ms_, transfers_);
   return Status::ok();
 }
@@ -243,18 +255,18 @@ Status PipelineExecutor::evaluate(train::Trainer& trainer, int count, double* ce
     Result<engine::model::MicroBatch> batch = trainer.read_eval_batch(j);
     if (!batch) return batch.status();
     for (int stage = 0; stage < stages; ++stage) {
-      if (shape_.rank_of(stage) != pp_->rank()) continue;
+      if (shape_.rank_of(stage) != pp_host_->rank()) continue;
       engine::model::Model& mod = model(shape_.chunk_of(stage));
       if (stage > 0) {
         PARTRAIN_RETURN_IF_ERROR(
-            pp_->recv(mod.stage_input(0).ptr<float>(), count_, shape_.rank_of(stage - 1), kTagActivation)->wait());
+            transfer(PpStream::kActivation, false, shape_.rank_of(stage - 1), mod.stage_input(0))->wait());
       }
       Result<engine::model::LossParts> parts = mod.forward(*batch, 0);
       if (!parts) return parts.status();
       *ce += parts->ce;  // 0 but on the last stage
       if (stage + 1 < stages) {
         PARTRAIN_RETURN_IF_ERROR(
-            pp_->send(mod.stage_output(0).ptr<float>(), count_, shape_.rank_of(stage + 1), kTagActivation)->wait());
+            transfer(PpStream::kActivation, true, shape_.rank_of(stage + 1), mod.stage_output(0))->wait());
       }
     }
   }

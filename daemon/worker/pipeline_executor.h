@@ -10,8 +10,10 @@
 // gradients from one buffer per micro-batch and chunk). Receives are posted ahead of their
 // actions, in the list's order, as soon as their buffers are free (Gloo moves a payload only
 // once its receive is posted), and waited for by the compute action that needs them, so a
-// transfer overlaps the compute before that action. Per ordered pair of ranks, activations
-// and gradients travel on two tags (kTagActivation, kTagGrad), each first in first out.
+// transfer overlaps the compute before that action. Activations and gradients travel on the
+// pp channels of process_groups.h, one per stream and direction, so each stream's messages
+// match in the order the list issues them (what pipeline::check verifies), never by tag;
+// they are typed as the stage's activations (bf16 where the backend stores bf16).
 //
 // A chunk's gradients are final after its m-th backward (or backward-weight under ZB-H1):
 // the hooks' part_grads_ready hands them to the data plugin while the rest of the schedule
@@ -32,15 +34,17 @@
 #include "engine/train/step_hooks.h"
 #include "engine/train/trainer.h"
 #include "pipeline/schedule.h"
+#include "worker/process_groups.h"
 
 namespace partrain::worker {
 
 class PipelineExecutor final : public engine::train::MicroBatchRunner {
  public:
-  // `actions` is this rank's list of `schedule`; `pp` the pp group. The trainer's parts are
-  // this rank's chunks, in chunk order.
+  // `actions` is this rank's list of `schedule`; `groups` holds its pp channels and `pp_host`
+  // is the pp group's host channel (the bubble's timings); `memory` where the backend's
+  // tensors live. The trainer's parts are this rank's chunks, in chunk order.
   PipelineExecutor(const pipeline::Shape& shape, const std::vector<pipeline::Action>& actions,
-                   comm::Communicator* pp);
+                   const ProcessGroups* groups, comm::Communicator* pp_host, comm::Memory memory);
   ~PipelineExecutor() override;
   // Allocates the transfer buffers of every chunk of `trainer`.
   Status init(engine::train::Trainer& trainer);
@@ -71,10 +75,14 @@ class PipelineExecutor final : public engine::train::MicroBatchRunner {
   Status backward(int chunk, const pipeline::Action& a);
   Status run_action(const pipeline::Action& a, engine::train::StepMetrics* m, double* loss, double* aux);
   engine::model::Model& model(int chunk) { return *trainer_->parts()[static_cast<size_t>(chunk)].model; }
+  // Starts the transfer of `t` to (send) or from pp rank `peer` on the stream's channel.
+  comm::WorkHandle transfer(PpStream stream, bool send, int peer, const engine::Tensor& t);
 
   const pipeline::Shape shape_;
   const std::vector<pipeline::Action>& actions_;
-  comm::Communicator* pp_;
+  const ProcessGroups* groups_;
+  comm::Communicator* pp_host_;
+  comm::Memory memory_;
   engine::train::Trainer* trainer_ = nullptr;
   std::vector<Chunk> chunks_;
   size_t count_ = 0;                     // elements of one transfer (the residual rows held)

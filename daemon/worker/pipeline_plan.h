@@ -24,11 +24,6 @@
 
 namespace partrain::worker {
 
-// Gloo tags of the pp group's messages between a pair of ranks, each stream first in first
-// out: the stages' activations and gradients (pipeline_executor.h) and GPT-2's tied
-// embedding gradient (parallel_hooks.h). NCCL ignores tags and matches in issue order.
-enum PipelineTag : uint32_t { kTagActivation = 1, kTagGrad = 2, kTagTied = 3 };
-
 struct PipelinePlan {
   pipeline::Schedule schedule;             // checked (pipeline::check)
   std::vector<pipeline::StagePart> parts;  // pp * v stages

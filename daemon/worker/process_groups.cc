@@ -1,15 +1,16 @@
 // See process_groups.h.
 #include "worker/process_groups.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
-#include "worker/device_comm.h"
+#include "worker/transports.h"
 
 namespace partrain::worker {
 
-Result<ProcessGroups> ProcessGroups::create(const Layout& layout, int rank, const std::string& prefix,
-                                            comm::RendezvousClient& store, const std::string& device,
-                                            const comm::GlooOptions& gloo) {
+Result<ProcessGroups> ProcessGroups::create(const Layout& layout, int rank, comm::RendezvousClient& store,
+                                            const GroupOptions& options) {
   // The axes in the order every rank makes them; the name is the group's key stem.
   struct AxisGroup {
     Axis axis;
@@ -34,21 +35,59 @@ Result<ProcessGroups> ProcessGroups::create(const Layout& layout, int rank, cons
   for (const AxisGroup& a : axes) {
     const std::vector<int> members = layout.group(a.axis, rank);
     if (!a.wanted || (members.size() < 2 && !a.single)) continue;
-    const comm::GroupSpec spec{fmt::format("{}{}{}", prefix, a.name, members.front()), members, rank};
-    Result<std::unique_ptr<comm::Communicator>> c =
-        a.axis == Axis::kDp || a.axis == Axis::kDpCp ? make_group_communicator(spec, store, device, gloo)
-                            : comm::create_gloo_communicator(spec, store, gloo);
-    if (!c) return c.status();
-    out.groups_.push_back({a.axis, std::move(c).value()});
+    const comm::GroupSpec spec{fmt::format("{}{}{}", options.prefix, a.name, members.front()), members, rank};
+    Result<GroupComms> g = make_group(spec, store, options.device, options.gloo);
+    if (!g) return g.status();
+    out.groups_.push_back({a.axis, std::move(g->comm), std::move(g->host)});
   }
+  if (layout.pp() > 1) PARTRAIN_RETURN_IF_ERROR(out.add_pp_channels(layout, rank, store, options));
   return out;
 }
 
-comm::Communicator* ProcessGroups::get(Axis axis) const {
+// Every rank of the pp group walks the same list of channels and joins its own, so the
+// meshes form in one order everywhere.
+Status ProcessGroups::add_pp_channels(const Layout& layout, int rank, comm::RendezvousClient& store,
+                                      const GroupOptions& o) {
+  const std::vector<int> pp = layout.group(Axis::kPp, rank);
+  const int P = static_cast<int>(pp.size());
+  const int me = static_cast<int>(std::find(pp.begin(), pp.end(), rank) - pp.begin());
+  struct Edge {
+    PpStream stream;
+    int from, to;
+  };
+  std::vector<Edge> edges;
+  for (int r = 0; r + 1 < P; ++r) edges.push_back({PpStream::kActivation, r, r + 1});
+  if (o.pp_chunks > 1) edges.push_back({PpStream::kActivation, P - 1, 0});  // chunk c's last stage to c + 1's first
+  for (int r = 0; r + 1 < P; ++r) edges.push_back({PpStream::kGrad, r + 1, r});
+  if (o.pp_chunks > 1) edges.push_back({PpStream::kGrad, 0, P - 1});
+  for (const Edge& e : edges) {
+    if (e.from != me && e.to != me) continue;
+    const int a = pp[static_cast<size_t>(e.from)], b = pp[static_cast<size_t>(e.to)];
+    const comm::GroupSpec spec{
+        fmt::format("{}pp{}{}-{}", o.prefix, e.stream == PpStream::kActivation ? "a" : "g", a, b), {a, b}, rank};
+    Result<GroupComms> g = make_group(spec, store, o.device, o.gloo, /*with_host=*/false);
+    if (!g) return g.status();
+    channels_.push_back({e.stream, e.from, e.to, std::move(g->comm)});
+  }
+  return Status::ok();
+}
+
+const ProcessGroups::Group* ProcessGroups::find(Axis axis) const {
   for (const Group& g : groups_) {
-    if (g.axis == axis) return g.comm.get();
+    if (g.axis == axis) return &g;
   }
   return nullptr;
+}
+
+comm::Communicator* ProcessGroups::get(Axis axis) const {
+  const Group* g = find(axis);
+  return g != nullptr ? g->comm.get() : nullptr;
+}
+
+comm::Communicator* ProcessGroups::host(Axis axis) const {
+  const Group* g = find(axis);
+  if (g == nullptr) return nullptr;
+  return g->host != nullptr ? g->host.get() : g->comm.get();
 }
 
 comm::Communicator* ProcessGroups::data_group() const {
@@ -56,8 +95,31 @@ comm::Communicator* ProcessGroups::data_group() const {
   return dp_cp != nullptr ? dp_cp : get(Axis::kDp);
 }
 
+comm::Communicator* ProcessGroups::data_host() const {
+  comm::Communicator* dp_cp = host(Axis::kDpCp);
+  return dp_cp != nullptr ? dp_cp : host(Axis::kDp);
+}
+
+comm::Communicator* ProcessGroups::pp_channel(PpStream stream, int from, int to) const {
+  for (const Channel& c : channels_) {
+    if (c.stream == stream && c.from == from && c.to == to) return c.comm.get();
+  }
+  return nullptr;
+}
+
+std::vector<comm::Communicator*> ProcessGroups::all() const {
+  std::vector<comm::Communicator*> out;
+  for (const Group& g : groups_) out.push_back(g.comm.get());
+  for (const Channel& c : channels_) out.push_back(c.comm.get());
+  return out;
+}
+
 void ProcessGroups::abort_all(const std::string& why) {
-  for (Group& g : groups_) g.comm->abort(why);
+  for (Group& g : groups_) {
+    g.comm->abort(why);
+    if (g.host) g.host->abort(why);
+  }
+  for (Channel& c : channels_) c.comm->abort(why);
 }
 
 }  // namespace partrain::worker

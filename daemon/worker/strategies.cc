@@ -7,7 +7,7 @@
 
 #include "common/log.h"
 #include "plugin/child_probe.h"
-#include "worker/device_comm.h"
+#include "worker/transports.h"
 
 namespace partrain::worker {
 namespace {

@@ -59,13 +59,14 @@ void TensorPluginComm::reduce_scatter(const engine::Tensor& shard, const engine:
                      static_cast<size_t>(shard.numel()), err_, sizeof err_), "scatter");
 }
 
-// A double through a float all-reduce: its float head and the float rest, summed apart.
 double TensorPluginComm::sum(double x) {
   if (!status_) return x;
-  const Split2 p = split(x);
-  float parts[2] = {p.head, p.rest};
-  keep(api_->reduce(state_, parts, 2, PARTRAIN_REDUCE_SUM, err_, sizeof err_), "reduce");
-  return join(parts[0], parts[1]);
+  Result<double> s = sum_over(*tp_host_, x);
+  if (!s) {
+    status_ = s.status();
+    return x;
+  }
+  return *s;
 }
 
 Status TensorPluginComm::step_end(partrain_tensor_stats_v1_t* stats) {

@@ -16,8 +16,9 @@ namespace partrain::worker {
 
 class TensorPluginComm final : public engine::model::TensorComm {
  public:
-  // `api` and `tp` must outlive this object.
-  TensorPluginComm(const partrain_tensor_v1_t* api, comm::Communicator* tp) : api_(api), tp_(tp) {}
+  // `api`, `tp` and its host channel `tp_host` must outlive this object.
+  TensorPluginComm(const partrain_tensor_v1_t* api, comm::Communicator* tp, comm::Communicator* tp_host)
+      : api_(api), tp_(tp), tp_host_(tp_host) {}
   ~TensorPluginComm() override;  // finalizes the instance
   TensorPluginComm(const TensorPluginComm&) = delete;
   TensorPluginComm& operator=(const TensorPluginComm&) = delete;
@@ -28,7 +29,7 @@ class TensorPluginComm final : public engine::model::TensorComm {
   void all_reduce_max(const engine::Tensor& t) override;
   void all_gather(const engine::Tensor& full, const engine::Tensor& shard) override;
   void reduce_scatter(const engine::Tensor& shard, const engine::Tensor& full) override;
-  double sum(double x) override;
+  double sum(double x) override;  // over the tp group's host channel
 
   // The first error, or OK.
   const Status& status() const { return status_; }
@@ -40,6 +41,7 @@ class TensorPluginComm final : public engine::model::TensorComm {
 
   const partrain_tensor_v1_t* api_;
   comm::Communicator* tp_;
+  comm::Communicator* tp_host_;
   partrain_comm_v2_t comm_{};
   void* state_ = nullptr;
   Status status_;

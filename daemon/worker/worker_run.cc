@@ -16,7 +16,7 @@
 #include "engine/model/stage.h"
 #include "engine/train/trainer.h"
 #include "worker/data_plugin_comm.h"
-#include "worker/device_comm.h"
+#include "worker/transports.h"
 #include "worker/expert_plugin_comm.h"
 #include "worker/parallel_hooks.h"
 #include "worker/pipeline_executor.h"
@@ -69,7 +69,6 @@ class RankTraining {
   const Layout& layout_;
   const RankCoord coord_;
   std::unique_ptr<train::Trainer> trainer_;
-  std::unique_ptr<HostReducer> dp_values_;
   std::unique_ptr<PipelineExecutor> executor_;
   std::unique_ptr<DataPluginComm> data_;
   std::unique_ptr<DataPluginComm> expert_data_;  // ZeRO with ep: the data plugin on the experts' view
@@ -156,24 +155,23 @@ Status RankTraining::init_data_plugin(train::RunOptions* o) {
 // The tp, ep, cp and ZeRO strategies inside every model part, the step's hooks over all of
 // them, and the pipeline executor in place of the plain micro-batch loop.
 Status RankTraining::plug_strategies() {
-  comm::Communicator* dp = run_.groups->data_group();
-  if (dp != nullptr) {  // GPU ranks: NCCL after the compute stream; host values staged on the device
-    PARTRAIN_RETURN_IF_ERROR(bind_to_backend(*dp, trainer_->backend()));
-    dp_values_ = std::make_unique<HostReducer>(dp, &trainer_->backend());
-  }
+  // GPU ranks: every device transport after the compute stream (the staged one copies through
+  // the backend).
+  for (comm::Communicator* c : run_.groups->all()) PARTRAIN_RETURN_IF_ERROR(bind_to_backend(*c, trainer_->backend()));
   if (data_ && data_->plan().stage > 0) {
     for (train::ModelPart& p : trainer_->parts()) {
       zero_.push_back(std::make_unique<ZeroComm>(std::array<DataPluginComm*, engine::model::kNumViews>{
                                                      data_.get(), expert_data_.get()},
-                                                 dp, p.views, p.view_offset, layout_.ep()));
+                                                 run_.groups->data_host(), p.views, p.view_offset, layout_.ep()));
     }
   }
   if (const Loaded<plugin::TensorPlugin>& t = run_.strategies->tensor; t) {
-    tensor_ = std::make_unique<TensorPluginComm>(t.plugin->api(), group(Axis::kTp));
+    tensor_ = std::make_unique<TensorPluginComm>(t.plugin->api(), group(Axis::kTp), run_.groups->host(Axis::kTp));
     PARTRAIN_RETURN_IF_ERROR(tensor_->init(t.config, trainer_->options().tp.sp, run_.rank, layout_.world()));
   }
   if (const Loaded<plugin::ExpertPlugin>& e = run_.strategies->expert; e) {
-    expert_ = std::make_unique<ExpertPluginComm>(e.plugin->api(), group(Axis::kEp), group(Axis::kExpertDp));
+    expert_ = std::make_unique<ExpertPluginComm>(e.plugin->api(), group(Axis::kEp), run_.groups->host(Axis::kEp),
+                                                 group(Axis::kExpertDp));
     PARTRAIN_RETURN_IF_ERROR(expert_->init(e.config, job_.model.moe_experts, run_.rank, layout_.world()));
   }
   if (const Loaded<plugin::ContextPlugin>& c = run_.strategies->context; c) {
@@ -195,16 +193,19 @@ Status RankTraining::plug_strategies() {
   axes.tensor = tensor_.get();
   axes.expert = expert_.get();
   axes.context = context_.get();
-  axes.tp = group(Axis::kTp);
+  axes.tp_host = run_.groups->host(Axis::kTp);
+  axes.pp_host = run_.groups->host(Axis::kPp);
+  axes.dp_host = run_.groups->data_host();
   axes.pp = group(Axis::kPp);
-  axes.dp_values = dp_values_.get();
+  axes.memory = tensor_memory(job_.device);
   axes.dp = layout_.dp();
   axes.cp = layout_.cp();
   hooks_ = std::make_unique<ParallelHooks>(*trainer_, axes);
   trainer_->set_hooks(hooks_.get());
   if (run_.pipeline != nullptr) {
     const pipeline::Schedule& s = run_.pipeline->schedule;
-    executor_ = std::make_unique<PipelineExecutor>(s.shape, s.ranks[static_cast<size_t>(coord_.pp)], axes.pp);
+    executor_ = std::make_unique<PipelineExecutor>(s.shape, s.ranks[static_cast<size_t>(coord_.pp)], run_.groups,
+                                                   axes.pp_host, axes.memory);
     PARTRAIN_RETURN_IF_ERROR(executor_->init(*trainer_));
     trainer_->set_micro_batches(executor_.get());
   }

@@ -9,9 +9,9 @@ namespace partrain::worker {
 
 namespace model = partrain::engine::model;
 
-ZeroComm::ZeroComm(std::array<DataPluginComm*, model::kNumViews> plugins, comm::Communicator* dp,
+ZeroComm::ZeroComm(std::array<DataPluginComm*, model::kNumViews> plugins, comm::Communicator* dp_host,
                    const model::PartViews& views, std::array<int64_t, model::kNumViews> view_offset, int ep)
-    : plugins_(plugins), dp_(dp), views_(views), view_offset_(view_offset),
+    : plugins_(plugins), dp_host_(dp_host), views_(views), view_offset_(view_offset),
       expert_scale_(1.0f / static_cast<float>(std::max(1, ep))) {
   // The part's piece of each view's shard, and where it starts in the shard buffer (the
   // dense view's ranges first).
@@ -107,7 +107,7 @@ Status ZeroComm::gather_in_place(const engine::Tensor& flat, int64_t offset, int
 
 double ZeroComm::sum(double x) {
   if (!status_) return x;
-  Result<double> s = sum_over(*dp_, x);
+  Result<double> s = sum_over(*dp_host_, x);
   if (!s) {
     status_ = s.status();
     return x;

@@ -38,10 +38,10 @@ namespace partrain::worker {
 
 class ZeroComm final : public engine::model::ShardComm {
  public:
-  // `plugins[v]`: view v's plugin (experts: null without ep), `dp` the dp group; both must
-  // outlive this object. `views` are the part's views and `view_offset` where it starts in
+  // `plugins[v]`: view v's plugin (experts: null without ep), `dp_host` the dp group's host
+  // channel; both must outlive this object. `views` are the part's views and `view_offset` where it starts in
   // each plugin's view; `ep` the expert-parallel degree.
-  ZeroComm(std::array<DataPluginComm*, engine::model::kNumViews> plugins, comm::Communicator* dp,
+  ZeroComm(std::array<DataPluginComm*, engine::model::kNumViews> plugins, comm::Communicator* dp_host,
            const engine::model::PartViews& views, std::array<int64_t, engine::model::kNumViews> view_offset,
            int ep);
   // Under tp: the part's table (its tp_summed tensors) and the tp group's collectives, which
@@ -52,7 +52,7 @@ class ZeroComm final : public engine::model::ShardComm {
   void release_grads(int64_t offset, int64_t count) override;
   void gather_params(const engine::Tensor& shard, const engine::Tensor& dst, int64_t offset) override;
   void wait_params(const engine::Tensor& dst) override;
-  double sum(double x) override;  // over the dp group
+  double sum(double x) override;  // over the dp group's host channel
   // Stage 1/2: flat range [offset, offset + count) of `flat` (the part's parameters, which
   // hold this rank's shard in place) gathered from every rank's shard, then waited for.
   Status gather_in_place(const engine::Tensor& flat, int64_t offset, int64_t count);
@@ -68,7 +68,7 @@ class ZeroComm final : public engine::model::ShardComm {
   }
 
   std::array<DataPluginComm*, engine::model::kNumViews> plugins_;
-  comm::Communicator* dp_;
+  comm::Communicator* dp_host_;
   engine::model::PartViews views_;
   std::array<int64_t, engine::model::kNumViews> view_offset_;
   // Per view: base() = shard buffer + shift_[v].

@@ -202,34 +202,37 @@ void check_send_recv(pc::Communicator& c) {
   const auto& m = c.group().members;
   const int n = c.size(), r = c.rank();
   const int next = (r + 1) % n, prev = (r + n - 1) % n;
-  // A ring where every rank sends and receives at once, with two tags received out of order.
+  // A ring where every rank sends two messages and receives them in the order they were
+  // sent (messages between two ranks match in issue order, never by tag), the receives
+  // posted before the sends.
   std::vector<float> a(5), b(3), got_a(5, -1.0f), got_b(3, -1.0f);
   for (size_t k = 0; k < a.size(); ++k) a[k] = static_cast<float>(7 * m[r] + k);
   for (size_t k = 0; k < b.size(); ++k) b[k] = static_cast<float>(-3 * m[r] - static_cast<int>(k));
-  auto rb = c.recv(got_b.data(), got_b.size(), prev, 2);
-  auto sa = c.send(a.data(), a.size(), next, 1);
-  auto sb = c.send(b.data(), b.size(), next, 2);
-  auto ra = c.recv(got_a.data(), got_a.size(), prev, 1);
+  auto ra = c.recv(got_a.data(), got_a.size(), prev);
+  auto rb = c.recv(got_b.data(), got_b.size(), prev);
+  auto sa = c.send(a.data(), a.size(), next);
+  auto sb = c.send(b.data(), b.size(), next);
   std::string what = fmt::format("{} send/recv ring", c.group().name);
-  expect_ok(sa->wait(), what + " send tag 1");
-  expect_ok(sb->wait(), what + " send tag 2");
-  expect_ok(ra->wait(), what + " recv tag 1");
-  expect_ok(rb->wait(), what + " recv tag 2");
+  expect_ok(sa->wait(), what + " first send");
+  expect_ok(sb->wait(), what + " second send");
+  expect_ok(rb->wait(), what + " second recv");
+  expect_ok(ra->wait(), what + " first recv");
   std::vector<double> want_a(5), want_b(3);
   for (size_t k = 0; k < 5; ++k) want_a[k] = 7.0 * m[prev] + k;
   for (size_t k = 0; k < 3; ++k) want_b[k] = -3.0 * m[prev] - static_cast<double>(k);
-  expect_equal(got_a, want_a, what + " tag 1");
-  expect_equal(got_b, want_b, what + " tag 2");
+  expect_equal(got_a, want_a, what + " first message");
+  expect_equal(got_b, want_b, what + " second message");
 
   // The same exchange in both directions as one batch (the portable form for NCCL too).
   std::vector<float> to_next(4), to_prev(2), from_prev(4, -1.0f), from_next(2, -1.0f);
   for (size_t k = 0; k < 4; ++k) to_next[k] = static_cast<float>(11 * m[r] + k);
   for (size_t k = 0; k < 2; ++k) to_prev[k] = static_cast<float>(13 * m[r] + k);
   using Op = pc::Communicator::P2pOp;
-  std::vector<Op> ops = {Op{true, to_next.data(), 4, next, 5}, Op{false, from_prev.data(), 4, prev, 5}};
+  std::vector<Op> ops = {Op{true, pc::host_f32(to_next.data(), 4), next},
+                         Op{false, pc::host_f32(from_prev.data(), 4), prev}};
   if (n > 2) {  // with two ranks next == prev; one pair of messages is enough
-    ops.push_back(Op{true, to_prev.data(), 2, prev, 6});
-    ops.push_back(Op{false, from_next.data(), 2, next, 6});
+    ops.push_back(Op{true, pc::host_f32(to_prev.data(), 2), prev});
+    ops.push_back(Op{false, pc::host_f32(from_next.data(), 2), next});
   }
   expect_ok(c.batch_send_recv(ops)->wait(), what + " batch");
   std::vector<double> want_prev(4), want_next(2);
@@ -237,6 +240,59 @@ void check_send_recv(pc::Communicator& c) {
   for (size_t k = 0; k < 2; ++k) want_next[k] = 13.0 * m[next] + k;
   expect_equal(from_prev, want_prev, what + " batch from prev");
   if (n > 2) expect_equal(from_next, want_next, what + " batch from next");
+}
+
+// The typed buffers: i32 sums and maxima exact, bf16 reduced in fp32 (small integers are
+// exact in bf16), bf16 gathered and broadcast as stored, i32 through the all-to-all; a
+// device buffer handed to this host transport, an i32 average and a dtype mismatch refused.
+void check_typed(pc::Communicator& c) {
+  const auto& m = c.group().members;
+  const int n = c.size(), r = c.rank();
+  const std::string what = c.group().name + " typed";
+  std::vector<int32_t> ints(7);
+  for (size_t i = 0; i < ints.size(); ++i) ints[i] = 1000 * m[r] - static_cast<int32_t>(i);
+  expect_ok(c.all_reduce(pc::Buffer{ints.data(), partrain::DType::kI32, ints.size()}, pc::ReduceOp::kSum)->wait(),
+            what + " i32 sum");
+  int64_t members_sum = 0;
+  for (int g : m) members_sum += g;
+  bool ok = true;
+  for (size_t i = 0; i < ints.size(); ++i) ok = ok && ints[i] == 1000 * members_sum - n * static_cast<int64_t>(i);
+  ++g_compared;
+  CHECK_OR_COUNT(ok, "{}: i32 sum wrong, element 0 is {}", what, ints[0]);
+  std::vector<uint16_t> half(9);
+  for (size_t i = 0; i < half.size(); ++i) half[i] = partrain::to_bf16(static_cast<float>(m[r] + i));
+  const pc::Buffer hb{half.data(), partrain::DType::kBF16, half.size()};
+  expect_ok(c.all_reduce(hb, pc::ReduceOp::kSum)->wait(), what + " bf16 sum");
+  std::vector<float> got(half.size()), want_bf(half.size());
+  for (size_t i = 0; i < half.size(); ++i) {
+    got[i] = partrain::from_bf16(half[i]);
+    want_bf[i] = static_cast<float>(members_sum + n * static_cast<int64_t>(i));
+  }
+  expect_equal(got, std::vector<double>(want_bf.begin(), want_bf.end()), what + " bf16 sum");
+  std::vector<uint16_t> mine(3), all(3 * static_cast<size_t>(n));
+  for (size_t i = 0; i < 3; ++i) mine[i] = partrain::to_bf16(static_cast<float>(-m[r] - 0.5f * i));
+  expect_ok(c.all_gather(pc::Buffer{mine.data(), partrain::DType::kBF16, 3},
+                         pc::Buffer{all.data(), partrain::DType::kBF16, all.size()},
+                         std::vector<size_t>(static_cast<size_t>(n), 3))->wait(), what + " bf16 gather");
+  ok = true;
+  for (int q = 0; q < n; ++q) {
+    for (size_t i = 0; i < 3; ++i) ok = ok && all[3 * q + i] == partrain::to_bf16(static_cast<float>(-m[q] - 0.5f * i));
+  }
+  ++g_compared;
+  CHECK_OR_COUNT(ok, "{}: bf16 all_gather not bit-exact", what);
+  // Refusals: invalid at once, naming the group; nothing is sent.
+  const partrain::Status dev = c.all_reduce(pc::Buffer{ints.data(), partrain::DType::kI32, 1, pc::Memory::kDevice},
+                                            pc::ReduceOp::kSum)->wait();
+  CHECK_OR_COUNT(dev.code() == partrain::StatusCode::kInvalidArgument &&
+                     dev.message().find("a device buffer given to a transport that moves host memory") !=
+                         std::string::npos, "{}: device buffer gave '{}'", what, dev.message());
+  const partrain::Status avg = c.all_reduce(pc::Buffer{ints.data(), partrain::DType::kI32, 1}, pc::ReduceOp::kAvg)->wait();
+  CHECK_OR_COUNT(avg.code() == partrain::StatusCode::kInvalidArgument, "{}: i32 average gave '{}'", what, avg.message());
+  const partrain::Status mixed = c.all_gather(pc::Buffer{mine.data(), partrain::DType::kBF16, 3},
+                                              pc::Buffer{got.data(), partrain::DType::kF32, 3 * static_cast<size_t>(n)},
+                                              std::vector<size_t>(static_cast<size_t>(n), 3))->wait();
+  CHECK_OR_COUNT(mixed.code() == partrain::StatusCode::kInvalidArgument, "{}: bf16 into f32 gave '{}'", what,
+                 mixed.message());
 }
 
 void check_overlap(pc::Communicator& c) {
@@ -273,6 +329,7 @@ void check_everything(pc::Communicator& c) {
   check_all_to_allv(c);
   check_broadcast(c);
   check_send_recv(c);
+  check_typed(c);
   check_overlap(c);
   expect_ok(c.barrier()->wait(), c.group().name + " barrier");
 }
@@ -337,7 +394,7 @@ int mode_abort(pc::RendezvousClient& store) {
     fmt::print(stderr, "rank 0: abort returned after {:.3f} s: {}\n", secs, s.message());
   } else {
     // Blocked on rank 0, which aborts: the closed connection must fail this recv promptly.
-    partrain::Status s = c->recv(data.data(), data.size(), 0, 99)->wait();
+    partrain::Status s = c->recv(data.data(), data.size(), 0)->wait();
     double secs = std::chrono::duration<double>(Clock::now() - start).count();
     CHECK_OR_COUNT(s.code() == partrain::StatusCode::kUnavailable, "peer of aborted rank gave '{}'", s.message());
     CHECK_OR_COUNT(secs < 5.0, "peer of aborted rank took {:.2f} s", secs);

@@ -145,11 +145,43 @@ void run_rank(int rank, int world, int port) {
     std::vector<float> h(4);
     for (size_t k = 0; k < 4; ++k) h[k] = static_cast<float>(7 * rank + k);
     DeviceBuffer out(h), in(4);
-    std::vector<Communicator::P2pOp> ops = {{true, out.get(), 4, next, 0}, {false, in.get(), 4, prev, 0}};
+    std::vector<Communicator::P2pOp> ops = {{true, c.f32(out.get(), 4), next}, {false, c.f32(in.get(), 4), prev}};
     ASSERT_TRUE(c.batch_send_recv(ops)->wait().is_ok());
     std::vector<float> want(4);
     for (size_t k = 0; k < 4; ++k) want[k] = static_cast<float>(7 * prev + k);
     EXPECT_EQ(in.host(), want);
+  }
+  // Typed buffers: i32 sums exact; bf16 small integers exact; a host pointer, or a buffer
+  // marked host, refused before NCCL sees it.
+  {
+    std::vector<int32_t> hi(5);
+    for (size_t k = 0; k < hi.size(); ++k) hi[k] = 1000 * rank - static_cast<int32_t>(k);
+    void* di = nullptr;
+    ASSERT_EQ(cudaMalloc(&di, hi.size() * sizeof(int32_t)), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(di, hi.data(), hi.size() * sizeof(int32_t), cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_TRUE(c.all_reduce(Buffer{di, DType::kI32, hi.size(), Memory::kDevice}, ReduceOp::kSum)->wait().is_ok());
+    ASSERT_EQ(cudaMemcpy(hi.data(), di, hi.size() * sizeof(int32_t), cudaMemcpyDeviceToHost), cudaSuccess);
+    for (size_t k = 0; k < hi.size(); ++k) {
+      EXPECT_EQ(hi[k], 1000 * (world * (world - 1) / 2) - world * static_cast<int32_t>(k)) << "i32 " << k;
+    }
+    std::vector<uint16_t> hb(6);
+    for (size_t k = 0; k < hb.size(); ++k) hb[k] = to_bf16(static_cast<float>(rank + k));
+    void* db = nullptr;
+    ASSERT_EQ(cudaMalloc(&db, hb.size() * 2), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(db, hb.data(), hb.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_TRUE(c.all_reduce(Buffer{db, DType::kBF16, hb.size(), Memory::kDevice}, ReduceOp::kSum)->wait().is_ok());
+    ASSERT_EQ(cudaMemcpy(hb.data(), db, hb.size() * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+    for (size_t k = 0; k < hb.size(); ++k) {
+      EXPECT_EQ(from_bf16(hb[k]), static_cast<float>(world * (world - 1) / 2 + world * static_cast<int>(k))) << k;
+    }
+    std::vector<float> host(4, 1.0f);
+    const Status as_device = c.all_reduce(Buffer{host.data(), DType::kF32, 4, Memory::kDevice}, ReduceOp::kSum)->wait();
+    EXPECT_EQ(as_device.code(), StatusCode::kInvalidArgument) << as_device.message();
+    EXPECT_NE(as_device.message().find("is not device memory"), std::string::npos) << as_device.message();
+    const Status as_host = c.all_reduce(Buffer{host.data(), DType::kF32, 4, Memory::kHost}, ReduceOp::kSum)->wait();
+    EXPECT_EQ(as_host.code(), StatusCode::kInvalidArgument) << as_host.message();
+    cudaFree(di);
+    cudaFree(db);
   }
   // Two operations outstanding, then a barrier.
   {

@@ -31,6 +31,7 @@
 #include <gloo/transport/unbound_buffer.h>
 
 #include "comm/gloo/gloo_store.h"
+#include "common/dtype.h"
 #include "common/log.h"
 #include "common/trace.h"
 
@@ -43,9 +44,32 @@ constexpr uint64_t kP2pSlotBase = uint64_t{0x50} << 56;
 
 using ReduceFn = void (*)(void*, const void*, const void*, size_t);
 
+template <typename T>
 ReduceFn gloo_reduce_fn(ReduceOp op) {
-  if (op == ReduceOp::kMax) return static_cast<ReduceFn>(&::gloo::max<float>);
-  return static_cast<ReduceFn>(&::gloo::sum<float>);
+  if (op == ReduceOp::kMax) return static_cast<ReduceFn>(&::gloo::max<T>);
+  return static_cast<ReduceFn>(&::gloo::sum<T>);
+}
+
+// The C++ type Gloo moves for `t` when nothing is reduced: the bytes of one element.
+template <typename F>
+void with_element(DType t, F&& f) {
+  if (dtype_size(t) == 2) {
+    f(uint16_t{});
+  } else {
+    f(uint32_t{});
+  }
+}
+
+// A bf16 buffer widened to float (reductions accumulate in fp32), and narrowed back.
+std::vector<float> widen(const void* data, size_t n) {
+  std::vector<float> out(n);
+  const auto* h = static_cast<const uint16_t*>(data);
+  for (size_t i = 0; i < n; ++i) out[i] = from_bf16(h[i]);
+  return out;
+}
+void narrow(const float* in, size_t n, void* data) {
+  auto* h = static_cast<uint16_t*>(data);
+  for (size_t i = 0; i < n; ++i) h[i] = to_bf16(in[i]);
 }
 
 // A Work completed by the worker thread.
@@ -152,78 +176,95 @@ class GlooCommunicator final : public Communicator {
   using Communicator::all_gather;
   using Communicator::reduce_scatter;
 
-  WorkHandle all_reduce(float* data, size_t count, ReduceOp op) override {
-    if (count > 0 && data == nullptr) return invalid("all_reduce", "null buffer");
-    return enqueue("all_reduce", [this, data, count, op] {
-      if (size() == 1 || count == 0) return;
-      ::gloo::AllreduceOptions o(ctx_);
-      o.setOutput(data, count);
-      o.setReduceFunction(gloo_reduce_fn(op));
-      o.setTimeout(options_.timeout);
-      ::gloo::allreduce(o);
-      if (op == ReduceOp::kAvg) divide(data, count);
+  Memory memory() const override { return Memory::kHost; }
+
+  WorkHandle all_reduce(const Buffer& data, ReduceOp op) override {
+    if (Status st = check_reduce("all_reduce", data, op); !st) return finished_work(st);
+    return enqueue("all_reduce", [this, data, op] {
+      if (size() == 1 || data.count == 0) return;
+      if (data.dtype == DType::kI32) {
+        all_reduce_typed(static_cast<int32_t*>(data.data), data.count, op);
+      } else if (data.dtype == DType::kF32) {
+        all_reduce_typed(static_cast<float*>(data.data), data.count, op);
+      } else {
+        std::vector<float> wide = widen(data.data, data.count);
+        all_reduce_typed(wide.data(), wide.size(), op);
+        narrow(wide.data(), wide.size(), data.data);
+      }
     });
   }
 
-  WorkHandle reduce_scatter(const float* in, float* out, const std::vector<size_t>& counts, ReduceOp op) override {
+  WorkHandle reduce_scatter(const Buffer& in, const Buffer& out, const std::vector<size_t>& counts,
+                            ReduceOp op) override {
     if (Status s = check_counts("reduce_scatter", counts); !s) return finished_work(s);
     size_t total = std::accumulate(counts.begin(), counts.end(), size_t{0});
+    if (Status s = check_pair("reduce_scatter", in, total, out, counts[rank_]); !s) return finished_work(s);
+    if (Status s = check_reduce("reduce_scatter", out, op); !s) return finished_work(s);
     if (total > static_cast<size_t>(INT_MAX) / sizeof(float)) {
       return invalid("reduce_scatter", fmt::format("{} elements exceed Gloo's limit of {}", total,
                                                   static_cast<size_t>(INT_MAX) / sizeof(float)));
     }
-    if ((total > 0 && in == nullptr) || (counts[rank_] > 0 && out == nullptr)) {
-      return invalid("reduce_scatter", "null buffer");
-    }
     size_t offset = std::accumulate(counts.begin(), counts.begin() + rank_, size_t{0});
     return enqueue("reduce_scatter", [this, in, out, counts, op, total, offset] {
-      size_t mine = counts[rank_];
+      const size_t mine = counts[rank_];
       if (size() == 1 || total == 0) {
-        if (mine > 0) std::memmove(out, in + offset, mine * sizeof(float));
+        if (mine > 0) std::memmove(out.data, in.slice(offset, mine).data, out.bytes());
         return;
       }
-      // Halving-doubling reduces in place and leaves this rank's share at the front.
-      std::vector<float> work(in, in + total);
-      std::vector<int> recv(counts.begin(), counts.end());
-      const auto* fn = op == ReduceOp::kMax ? ::gloo::ReductionFunction<float>::max
-                                            : ::gloo::ReductionFunction<float>::sum;
-      ::gloo::ReduceScatterHalvingDoubling<float> algorithm(rs_ctx_, {work.data()}, static_cast<int>(total),
-                                                            recv, fn);
-      algorithm.run();
-      if (mine > 0) std::memcpy(out, work.data(), mine * sizeof(float));
-      if (op == ReduceOp::kAvg) divide(out, mine);
+      if (in.dtype == DType::kI32) {
+        std::vector<int32_t> work(static_cast<const int32_t*>(in.data), static_cast<const int32_t*>(in.data) + total);
+        reduce_scatter_typed(work, counts, op);
+        if (mine > 0) std::memcpy(out.data, work.data(), out.bytes());
+        return;
+      }
+      std::vector<float> work = in.dtype == DType::kF32
+                                    ? std::vector<float>(static_cast<const float*>(in.data),
+                                                         static_cast<const float*>(in.data) + total)
+                                    : widen(in.data, total);
+      reduce_scatter_typed(work, counts, op);
+      if (op == ReduceOp::kAvg) divide(work.data(), mine);
+      if (mine == 0) return;
+      if (out.dtype == DType::kF32) {
+        std::memcpy(out.data, work.data(), out.bytes());
+      } else {
+        narrow(work.data(), mine, out.data);
+      }
     });
   }
 
-  WorkHandle all_gather(const float* in, float* out, const std::vector<size_t>& counts) override {
+  WorkHandle all_gather(const Buffer& in, const Buffer& out, const std::vector<size_t>& counts) override {
     if (Status s = check_counts("all_gather", counts); !s) return finished_work(s);
     size_t total = std::accumulate(counts.begin(), counts.end(), size_t{0});
-    if ((counts[rank_] > 0 && in == nullptr) || (total > 0 && out == nullptr)) {
-      return invalid("all_gather", "null buffer");
-    }
+    if (Status s = check_pair("all_gather", in, counts[rank_], out, total); !s) return finished_work(s);
     bool equal = std::all_of(counts.begin(), counts.end(), [&](size_t c) { return c == counts[0]; });
     return enqueue("all_gather", [this, in, out, counts, total, equal] {
       if (total == 0) return;
-      auto* input = const_cast<float*>(in);  // Gloo only reads it
       if (size() == 1) {
-        std::memmove(out, in, total * sizeof(float));
-      } else if (equal) {
-        ::gloo::AllgatherOptions o(ctx_);
-        o.setInput(input, counts[0]);
-        o.setOutput(out, total);
-        o.setTimeout(options_.timeout);
-        ::gloo::allgather(o);
-      } else {
-        ::gloo::AllgathervOptions o(ctx_);
-        o.setInput(input, counts[rank_]);
-        o.setOutput(out, counts);
-        o.setTimeout(options_.timeout);
-        ::gloo::allgatherv(o);
+        std::memmove(out.data, in.data, out.bytes());
+        return;
       }
+      with_element(in.dtype, [&](auto t) {
+        using T = decltype(t);
+        auto* input = static_cast<T*>(in.data);  // Gloo only reads it
+        auto* output = static_cast<T*>(out.data);
+        if (equal) {
+          ::gloo::AllgatherOptions o(ctx_);
+          o.setInput(input, counts[0]);
+          o.setOutput(output, total);
+          o.setTimeout(options_.timeout);
+          ::gloo::allgather(o);
+        } else {
+          ::gloo::AllgathervOptions o(ctx_);
+          o.setInput(input, counts[rank_]);
+          o.setOutput(output, counts);
+          o.setTimeout(options_.timeout);
+          ::gloo::allgatherv(o);
+        }
+      });
     });
   }
 
-  WorkHandle all_to_allv(const float* in, const std::vector<size_t>& send_counts, float* out,
+  WorkHandle all_to_allv(const Buffer& in, const std::vector<size_t>& send_counts, const Buffer& out,
                          const std::vector<size_t>& recv_counts) override {
     if (Status s = check_counts("all_to_allv", send_counts); !s) return finished_work(s);
     if (Status s = check_counts("all_to_allv", recv_counts); !s) return finished_work(s);
@@ -233,35 +274,40 @@ class GlooCommunicator final : public Communicator {
     }
     size_t send_total = std::accumulate(send_counts.begin(), send_counts.end(), size_t{0});
     size_t recv_total = std::accumulate(recv_counts.begin(), recv_counts.end(), size_t{0});
-    if ((send_total > 0 && in == nullptr) || (recv_total > 0 && out == nullptr)) {
-      return invalid("all_to_allv", "null buffer");
-    }
+    if (Status s = check_pair("all_to_allv", in, send_total, out, recv_total); !s) return finished_work(s);
     return enqueue("all_to_allv", [this, in, out, send_counts, recv_counts, send_total, recv_total] {
       if (size() == 1) {
-        if (send_total > 0) std::memmove(out, in, send_total * sizeof(float));
+        if (send_total > 0) std::memmove(out.data, in.data, in.bytes());
         return;
       }
-      // Gloo wants a real buffer even for zero elements.
-      float dummy_in = 0.0f, dummy_out = 0.0f;
-      ::gloo::AlltoallvOptions o(ctx_);
-      o.setInput(send_total > 0 ? const_cast<float*>(in) : &dummy_in,
-                 std::vector<int64_t>(send_counts.begin(), send_counts.end()));
-      o.setOutput(recv_total > 0 ? out : &dummy_out, std::vector<int64_t>(recv_counts.begin(), recv_counts.end()));
-      o.setTimeout(options_.timeout);
-      ::gloo::alltoallv(o);
+      with_element(in.dtype, [&](auto t) {
+        using T = decltype(t);
+        // Gloo wants a real buffer even for zero elements.
+        T dummy_in{}, dummy_out{};
+        ::gloo::AlltoallvOptions o(ctx_);
+        o.setInput(send_total > 0 ? static_cast<T*>(in.data) : &dummy_in,
+                   std::vector<int64_t>(send_counts.begin(), send_counts.end()));
+        o.setOutput(recv_total > 0 ? static_cast<T*>(out.data) : &dummy_out,
+                    std::vector<int64_t>(recv_counts.begin(), recv_counts.end()));
+        o.setTimeout(options_.timeout);
+        ::gloo::alltoallv(o);
+      });
     });
   }
 
-  WorkHandle broadcast(float* data, size_t count, int root) override {
+  WorkHandle broadcast(const Buffer& data, int root) override {
     if (root < 0 || root >= size()) return invalid("broadcast", fmt::format("root {} is not a group rank", root));
-    if (count > 0 && data == nullptr) return invalid("broadcast", "null buffer");
-    return enqueue("broadcast", [this, data, count, root] {
-      if (size() == 1 || count == 0) return;
-      ::gloo::BroadcastOptions o(ctx_);
-      o.setOutput(data, count);
-      o.setRoot(root);
-      o.setTimeout(options_.timeout);
-      ::gloo::broadcast(o);
+    if (Status s = check_buffer("broadcast", data); !s) return finished_work(s);
+    return enqueue("broadcast", [this, data, root] {
+      if (size() == 1 || data.count == 0) return;
+      with_element(data.dtype, [&](auto t) {
+        using T = decltype(t);
+        ::gloo::BroadcastOptions o(ctx_);
+        o.setOutput(static_cast<T*>(data.data), data.count);
+        o.setRoot(root);
+        o.setTimeout(options_.timeout);
+        ::gloo::broadcast(o);
+      });
     });
   }
 
@@ -271,19 +317,20 @@ class GlooCommunicator final : public Communicator {
       if (o.peer < 0 || o.peer >= size() || o.peer == rank_) {
         return invalid(op, fmt::format("peer {} is not another group rank", o.peer));
       }
-      if (o.count > 0 && o.data == nullptr) return invalid(op, "null buffer");
+      if (Status st = check_buffer(op, o.buf); !st) return finished_work(st);
     }
     auto work = std::make_shared<PointToPointWork>(this);
     PointToPointWork* raw = work.get();
     push(Task{"send/recv",
               [this, raw, ops] {
                 for (const auto& o : ops) {
-                  if (o.count == 0) continue;
+                  if (o.buf.count == 0) continue;
                   PointToPointWork::Entry e;
                   e.is_send = o.is_send;
                   e.peer = o.peer;
-                  e.buffer = ctx_->createUnboundBuffer(o.data, o.count * sizeof(float));
-                  uint64_t slot = kP2pSlotBase | o.tag;
+                  e.buffer = ctx_->createUnboundBuffer(o.buf.data, o.buf.bytes());
+                  // One slot: messages between two ranks match in issue order, as NCCL's do.
+                  const uint64_t slot = kP2pSlotBase;
                   if (o.is_send) {
                     e.buffer->send(o.peer, slot);
                   } else {
@@ -371,25 +418,56 @@ class GlooCommunicator final : public Communicator {
     return ctx;
   }
 
-  std::string describe() const {
-    return fmt::format("group '{}' (members [{}], rank {} of {})", spec_.name, fmt::join(spec_.members, ","),
-                       rank_, size());
-  }
-
   WorkHandle invalid(const char* op, const std::string& why) const {
     return finished_work(Status::invalid(fmt::format("{} on {}: {}", op, describe(), why)));
   }
 
-  Status check_counts(const char* op, const std::vector<size_t>& counts) const {
-    if (counts.size() != static_cast<size_t>(size())) {
-      return Status::invalid(fmt::format("{} on {}: {} counts given, one per rank ({}) needed", op, describe(),
-                                         counts.size(), size()));
+  // A reduction's buffer: host memory of f32, bf16 (reduced in fp32) or i32 (no average).
+  Status check_reduce(const char* op, const Buffer& b, ReduceOp rop) const {
+    PARTRAIN_RETURN_IF_ERROR(check_buffer(op, b));
+    if (b.dtype == DType::kI32 && rop == ReduceOp::kAvg) {
+      return Status::invalid(fmt::format("{} on {}: an average of i32 elements; sum them and divide", op, describe()));
     }
     return Status::ok();
   }
 
-  void divide(float* data, size_t count) const {
-    const auto n = static_cast<float>(size());
+  // An operation's input and output: both host memory, one dtype, the element counts it moves.
+  Status check_pair(const char* op, const Buffer& in, size_t in_count, const Buffer& out, size_t out_count) const {
+    PARTRAIN_RETURN_IF_ERROR(check_buffer(op, in));
+    PARTRAIN_RETURN_IF_ERROR(check_buffer(op, out));
+    if (in.dtype != out.dtype) {
+      return Status::invalid(fmt::format("{} on {}: input {} but output {}; one dtype", op, describe(),
+                                         dtype_name(in.dtype), dtype_name(out.dtype)));
+    }
+    if (in.count != in_count || out.count != out_count) {
+      return Status::invalid(fmt::format("{} on {}: buffers of {} and {} elements for counts that move {} and {}",
+                                         op, describe(), in.count, out.count, in_count, out_count));
+    }
+    return Status::ok();
+  }
+
+  template <typename T>
+  void all_reduce_typed(T* data, size_t count, ReduceOp op) {
+    ::gloo::AllreduceOptions o(ctx_);
+    o.setOutput(data, count);
+    o.setReduceFunction(gloo_reduce_fn<T>(op));
+    o.setTimeout(options_.timeout);
+    ::gloo::allreduce(o);
+    if (op == ReduceOp::kAvg) divide(data, count);
+  }
+
+  // Halving-doubling reduces `work` in place and leaves this rank's share at its front.
+  template <typename T>
+  void reduce_scatter_typed(std::vector<T>& work, const std::vector<size_t>& counts, ReduceOp op) {
+    std::vector<int> recv(counts.begin(), counts.end());
+    const auto* fn = op == ReduceOp::kMax ? ::gloo::ReductionFunction<T>::max : ::gloo::ReductionFunction<T>::sum;
+    ::gloo::ReduceScatterHalvingDoubling<T> algorithm(rs_ctx_, {work.data()}, static_cast<int>(work.size()), recv, fn);
+    algorithm.run();
+  }
+
+  template <typename T>
+  void divide(T* data, size_t count) const {
+    const auto n = static_cast<T>(size());
     for (size_t i = 0; i < count; ++i) data[i] /= n;
   }
 

@@ -28,6 +28,25 @@ ncclRedOp_t nccl_op(ReduceOp op) {
   return ncclSum;
 }
 
+ncclDataType_t nccl_type(DType t) {
+  switch (t) {
+    case DType::kF32: return ncclFloat32;
+    case DType::kBF16: return ncclBfloat16;
+    case DType::kI32: return ncclInt32;
+  }
+  return ncclFloat32;
+}
+
+// Device memory, as CUDA sees it: a pointer into cudaMalloc'ed memory (or managed memory).
+bool on_device(const void* p) {
+  cudaPointerAttributes attr{};
+  if (cudaPointerGetAttributes(&attr, p) != cudaSuccess) {
+    (void)cudaGetLastError();  // an unregistered host pointer may leave an error behind
+    return false;
+  }
+  return attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged;
+}
+
 class NcclCommunicator;
 
 // One enqueued operation: done when its event fires.
@@ -93,6 +112,7 @@ class NcclCommunicator final : public Communicator, public std::enable_shared_fr
 
   const char* backend() const override { return "nccl"; }
   const GroupSpec& group() const override { return spec_; }
+  using Communicator::describe;
   // Operations started from now on wait for `stream` (see set_nccl_compute_stream).
   void set_compute_stream(void* stream) {
     std::lock_guard lock(launch_mu_);
@@ -101,28 +121,35 @@ class NcclCommunicator final : public Communicator, public std::enable_shared_fr
   using Communicator::all_gather;
   using Communicator::reduce_scatter;
 
-  WorkHandle all_reduce(float* data, size_t count, ReduceOp op) override {
+  Memory memory() const override { return Memory::kDevice; }
+
+  WorkHandle all_reduce(const Buffer& data, ReduceOp op) override {
+    if (Status s = check_device("all_reduce", {&data}); !s) return finished_work(s);
     return launch("all_reduce", [&]() -> ncclResult_t {
-      if (count == 0) return ncclSuccess;
-      return ncclAllReduce(data, data, count, ncclFloat32, nccl_op(op), comm_, stream_);
+      if (data.count == 0) return ncclSuccess;
+      return ncclAllReduce(data.data, data.data, data.count, nccl_type(data.dtype), nccl_op(op), comm_, stream_);
     });
   }
 
-  WorkHandle reduce_scatter(const float* in, float* out, const std::vector<size_t>& counts, ReduceOp op) override {
+  WorkHandle reduce_scatter(const Buffer& in, const Buffer& out, const std::vector<size_t>& counts,
+                            ReduceOp op) override {
     if (Status s = check_counts("reduce_scatter", counts); !s) return finished_work(s);
+    const size_t total = std::accumulate(counts.begin(), counts.end(), size_t{0});
+    if (Status s = check_pair("reduce_scatter", in, total, out, counts[rank_]); !s) return finished_work(s);
     bool equal = std::all_of(counts.begin(), counts.end(), [&](size_t c) { return c == counts[0]; });
+    const ncclDataType_t type = nccl_type(in.dtype);
     return launch("reduce_scatter", [&]() -> ncclResult_t {
       if (equal) {
         if (counts[0] == 0) return ncclSuccess;
-        return ncclReduceScatter(in, out, counts[0], ncclFloat32, nccl_op(op), comm_, stream_);
+        return ncclReduceScatter(in.data, out.data, counts[0], type, nccl_op(op), comm_, stream_);
       }
       // Uneven shares: one reduce per share, to its owner, fused into one group.
       ncclGroupStart();
       size_t offset = 0;
       for (int r = 0; r < size(); ++r) {
         if (counts[r] > 0) {
-          ncclResult_t rc = ncclReduce(in + offset, r == rank_ ? out : nullptr, counts[r], ncclFloat32,
-                                       nccl_op(op), r, comm_, stream_);
+          ncclResult_t rc = ncclReduce(in.slice(offset, counts[r]).data, r == rank_ ? out.data : nullptr, counts[r],
+                                       type, nccl_op(op), r, comm_, stream_);
           if (rc != ncclSuccess) {
             ncclGroupEnd();
             return rc;
@@ -134,21 +161,24 @@ class NcclCommunicator final : public Communicator, public std::enable_shared_fr
     });
   }
 
-  WorkHandle all_gather(const float* in, float* out, const std::vector<size_t>& counts) override {
+  WorkHandle all_gather(const Buffer& in, const Buffer& out, const std::vector<size_t>& counts) override {
     if (Status s = check_counts("all_gather", counts); !s) return finished_work(s);
+    const size_t total = std::accumulate(counts.begin(), counts.end(), size_t{0});
+    if (Status s = check_pair("all_gather", in, counts[rank_], out, total); !s) return finished_work(s);
     bool equal = std::all_of(counts.begin(), counts.end(), [&](size_t c) { return c == counts[0]; });
+    const ncclDataType_t type = nccl_type(in.dtype);
     return launch("all_gather", [&]() -> ncclResult_t {
       if (equal) {
         if (counts[0] == 0) return ncclSuccess;
-        return ncclAllGather(in, out, counts[0], ncclFloat32, comm_, stream_);
+        return ncclAllGather(in.data, out.data, counts[0], type, comm_, stream_);
       }
       // Uneven blocks: one broadcast per owner, fused into one group.
       ncclGroupStart();
       size_t offset = 0;
       for (int r = 0; r < size(); ++r) {
         if (counts[r] > 0) {
-          ncclResult_t rc = ncclBroadcast(r == rank_ ? in : nullptr, out + offset, counts[r], ncclFloat32, r,
-                                          comm_, stream_);
+          ncclResult_t rc = ncclBroadcast(r == rank_ ? in.data : nullptr, out.slice(offset, counts[r]).data,
+                                          counts[r], type, r, comm_, stream_);
           if (rc != ncclSuccess) {
             ncclGroupEnd();
             return rc;
@@ -160,7 +190,7 @@ class NcclCommunicator final : public Communicator, public std::enable_shared_fr
     });
   }
 
-  WorkHandle all_to_allv(const float* in, const std::vector<size_t>& send_counts, float* out,
+  WorkHandle all_to_allv(const Buffer& in, const std::vector<size_t>& send_counts, const Buffer& out,
                          const std::vector<size_t>& recv_counts) override {
     if (Status s = check_counts("all_to_allv", send_counts); !s) return finished_work(s);
     if (Status s = check_counts("all_to_allv", recv_counts); !s) return finished_work(s);
@@ -169,6 +199,10 @@ class NcclCommunicator final : public Communicator, public std::enable_shared_fr
                                                        "expects {}",
                                                        describe(), send_counts[rank_], recv_counts[rank_])));
     }
+    const size_t send_total = std::accumulate(send_counts.begin(), send_counts.end(), size_t{0});
+    const size_t recv_total = std::accumulate(recv_counts.begin(), recv_counts.end(), size_t{0});
+    if (Status s = check_pair("all_to_allv", in, send_total, out, recv_total); !s) return finished_work(s);
+    const ncclDataType_t type = nccl_type(in.dtype);
     return launch("all_to_allv", [&]() -> ncclResult_t {
       ncclGroupStart();
       size_t send_off = 0, recv_off = 0;
@@ -176,14 +210,14 @@ class NcclCommunicator final : public Communicator, public std::enable_shared_fr
         ncclResult_t rc = ncclSuccess;
         if (p == rank_) {
           if (send_counts[p] > 0 &&
-              cudaMemcpyAsync(out + recv_off, in + send_off, send_counts[p] * sizeof(float),
-                              cudaMemcpyDeviceToDevice, stream_) != cudaSuccess) {
+              cudaMemcpyAsync(out.slice(recv_off, 0).data, in.slice(send_off, 0).data,
+                              send_counts[p] * dtype_size(in.dtype), cudaMemcpyDeviceToDevice, stream_) != cudaSuccess) {
             rc = ncclUnhandledCudaError;
           }
         } else {
-          if (send_counts[p] > 0) rc = ncclSend(in + send_off, send_counts[p], ncclFloat32, p, comm_, stream_);
+          if (send_counts[p] > 0) rc = ncclSend(in.slice(send_off, 0).data, send_counts[p], type, p, comm_, stream_);
           if (rc == ncclSuccess && recv_counts[p] > 0) {
-            rc = ncclRecv(out + recv_off, recv_counts[p], ncclFloat32, p, comm_, stream_);
+            rc = ncclRecv(out.slice(recv_off, 0).data, recv_counts[p], type, p, comm_, stream_);
           }
         }
         if (rc != ncclSuccess) {
@@ -197,14 +231,15 @@ class NcclCommunicator final : public Communicator, public std::enable_shared_fr
     });
   }
 
-  WorkHandle broadcast(float* data, size_t count, int root) override {
+  WorkHandle broadcast(const Buffer& data, int root) override {
     if (root < 0 || root >= size()) {
       return finished_work(
           Status::invalid(fmt::format("broadcast on {}: root {} is not a group rank", describe(), root)));
     }
+    if (Status s = check_device("broadcast", {&data}); !s) return finished_work(s);
     return launch("broadcast", [&]() -> ncclResult_t {
-      if (count == 0) return ncclSuccess;
-      return ncclBroadcast(data, data, count, ncclFloat32, root, comm_, stream_);
+      if (data.count == 0) return ncclSuccess;
+      return ncclBroadcast(data.data, data.data, data.count, nccl_type(data.dtype), root, comm_, stream_);
     });
   }
 
@@ -214,13 +249,15 @@ class NcclCommunicator final : public Communicator, public std::enable_shared_fr
         return finished_work(
             Status::invalid(fmt::format("send/recv on {}: peer {} is not another group rank", describe(), o.peer)));
       }
+      if (Status s = check_device(o.is_send ? "send" : "recv", {&o.buf}); !s) return finished_work(s);
     }
     return launch("send/recv", [&]() -> ncclResult_t {
       ncclGroupStart();
       for (const auto& o : ops) {
-        if (o.count == 0) continue;
-        ncclResult_t rc = o.is_send ? ncclSend(o.data, o.count, ncclFloat32, o.peer, comm_, stream_)
-                                    : ncclRecv(o.data, o.count, ncclFloat32, o.peer, comm_, stream_);
+        if (o.buf.count == 0) continue;
+        const ncclDataType_t type = nccl_type(o.buf.dtype);
+        ncclResult_t rc = o.is_send ? ncclSend(o.buf.data, o.buf.count, type, o.peer, comm_, stream_)
+                                    : ncclRecv(o.buf.data, o.buf.count, type, o.peer, comm_, stream_);
         if (rc != ncclSuccess) {
           ncclGroupEnd();
           return rc;
@@ -290,9 +327,30 @@ class NcclCommunicator final : public Communicator, public std::enable_shared_fr
   }
 
  private:
-  std::string describe() const {
-    return fmt::format("NCCL group '{}' (members [{}], rank {} of {})", spec_.name, fmt::join(spec_.members, ","),
-                       rank_, size());
+  // Device buffers, checked as CUDA sees them: a host pointer is a bug of the caller.
+  Status check_device(const char* op, std::initializer_list<const Buffer*> bufs) const {
+    for (const Buffer* b : bufs) {
+      PARTRAIN_RETURN_IF_ERROR(check_buffer(op, *b));
+      if (b->count > 0 && !on_device(b->data)) {
+        return Status::invalid(fmt::format("{} on {}: the {} buffer at {} is not device memory (NCCL moves only "
+                                           "device memory); pass a backend tensor", op, describe(),
+                                           dtype_name(b->dtype), b->data));
+      }
+    }
+    return Status::ok();
+  }
+
+  Status check_pair(const char* op, const Buffer& in, size_t in_count, const Buffer& out, size_t out_count) const {
+    PARTRAIN_RETURN_IF_ERROR(check_device(op, {&in, &out}));
+    if (in.dtype != out.dtype) {
+      return Status::invalid(fmt::format("{} on {}: input {} but output {}; one dtype", op, describe(),
+                                         dtype_name(in.dtype), dtype_name(out.dtype)));
+    }
+    if (in.count != in_count || out.count != out_count) {
+      return Status::invalid(fmt::format("{} on {}: buffers of {} and {} elements for counts that move {} and {}",
+                                         op, describe(), in.count, out.count, in_count, out_count));
+    }
+    return Status::ok();
   }
 
   Status cuda(const char* call, cudaError_t rc) const {
@@ -303,14 +361,6 @@ class NcclCommunicator final : public Communicator, public std::enable_shared_fr
   Status nccl(const char* call, ncclResult_t rc) const {
     if (rc == ncclSuccess) return Status::ok();
     return Status::unavailable(fmt::format("{} for {} failed: {}", call, describe(), ncclGetErrorString(rc)));
-  }
-
-  Status check_counts(const char* op, const std::vector<size_t>& counts) const {
-    if (counts.size() != static_cast<size_t>(size())) {
-      return Status::invalid(fmt::format("{} on {}: {} counts given, one per rank ({}) needed", op, describe(),
-                                         counts.size(), size()));
-    }
-    return Status::ok();
   }
 
   // Orders the operation after the caller's compute stream, enqueues it, and returns a Work
@@ -367,20 +417,19 @@ class NcclHandle final : public Communicator {
   explicit NcclHandle(std::shared_ptr<NcclCommunicator> impl) : impl_(std::move(impl)) { rank_ = impl_->rank(); }
   const char* backend() const override { return impl_->backend(); }
   const GroupSpec& group() const override { return impl_->group(); }
-  using Communicator::all_gather;
-  using Communicator::reduce_scatter;
-  WorkHandle all_reduce(float* d, size_t n, ReduceOp op) override { return impl_->all_reduce(d, n, op); }
-  WorkHandle reduce_scatter(const float* in, float* out, const std::vector<size_t>& c, ReduceOp op) override {
+  Memory memory() const override { return Memory::kDevice; }
+  WorkHandle all_reduce(const Buffer& d, ReduceOp op) override { return impl_->all_reduce(d, op); }
+  WorkHandle reduce_scatter(const Buffer& in, const Buffer& out, const std::vector<size_t>& c, ReduceOp op) override {
     return impl_->reduce_scatter(in, out, c, op);
   }
-  WorkHandle all_gather(const float* in, float* out, const std::vector<size_t>& c) override {
+  WorkHandle all_gather(const Buffer& in, const Buffer& out, const std::vector<size_t>& c) override {
     return impl_->all_gather(in, out, c);
   }
-  WorkHandle all_to_allv(const float* in, const std::vector<size_t>& s, float* out,
+  WorkHandle all_to_allv(const Buffer& in, const std::vector<size_t>& s, const Buffer& out,
                          const std::vector<size_t>& r) override {
     return impl_->all_to_allv(in, s, out, r);
   }
-  WorkHandle broadcast(float* d, size_t n, int root) override { return impl_->broadcast(d, n, root); }
+  WorkHandle broadcast(const Buffer& d, int root) override { return impl_->broadcast(d, root); }
   WorkHandle batch_send_recv(const std::vector<P2pOp>& ops) override { return impl_->batch_send_recv(ops); }
   WorkHandle barrier() override { return impl_->barrier(); }
   void abort(const std::string& reason) override { impl_->abort(reason); }

@@ -28,6 +28,9 @@ struct NcclOptions {
   // The caller's compute stream (a cudaStream_t); every operation first waits for what is
   // already queued on it. Default: nullptr, the legacy default stream.
   void* compute_stream = nullptr;
+  // This rank's address, for a transport that needs one besides NCCL's own bootstrap (the
+  // emulated GPU's, gpu/emu/, runs over Gloo). Default: "" = the host's name.
+  std::string host;
 };
 
 // Creates the NCCL communicator of the group; blocks until all members joined.

@@ -9,21 +9,6 @@
 
 namespace partrain::engine::cpu {
 
-uint16_t to_bf16(float x) {
-  uint32_t u = 0;
-  std::memcpy(&u, &x, sizeof u);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40u);  // quiet NaN
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<uint16_t>(u >> 16);
-}
-
-float from_bf16(uint16_t h) {
-  const uint32_t u = static_cast<uint32_t>(h) << 16;
-  float x = 0;
-  std::memcpy(&x, &u, sizeof x);
-  return x;
-}
-
 // The bf16 tensors one op touches, widened to fp32 for the op and narrowed back when it
 // ends. Views into one allocation share one widened range (the union of theirs), so ops in
 // place and slices of a packed buffer see each other's writes.

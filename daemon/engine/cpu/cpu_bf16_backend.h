@@ -19,8 +19,8 @@
 namespace partrain::engine::cpu {
 
 // fp32 -> bf16, rounding to nearest even (NaN stays NaN); bf16 -> fp32 is exact.
-uint16_t to_bf16(float x);
-float from_bf16(uint16_t h);
+using partrain::from_bf16;
+using partrain::to_bf16;
 
 class CpuBf16Backend final : public CpuBackend {
  public:

@@ -3,7 +3,7 @@
 // the fix, a plugin that does not take device memory (no PARTRAIN_CAP_CUDA). The shipped
 // plugins are loaded for real: dp takes device buffers (it only passes pointers on), the
 // ZeRO plugins add into shards on the host and do not.
-#include "worker/device_comm.h"
+#include "worker/transports.h"
 
 #include <string>
 

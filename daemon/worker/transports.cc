@@ -1,5 +1,5 @@
-// See device_comm.h.
-#include "worker/device_comm.h"
+// See transports.h.
+#include "worker/transports.h"
 
 #include <cstring>
 
@@ -11,14 +11,13 @@
 
 namespace partrain::worker {
 
-bool buffers_on_device(const comm::Communicator& c) { return std::strcmp(c.backend(), "nccl") == 0; }
+bool buffers_on_device(const comm::Communicator& c) { return c.memory() == comm::Memory::kDevice; }
+
+namespace {
 
 // GPU ranks: NCCL from the GPU module (gpu/cuda_module.h), loaded only here.
-Result<std::unique_ptr<comm::Communicator>> make_group_communicator(const comm::GroupSpec& spec,
-                                                                    comm::RendezvousClient& store,
-                                                                    const std::string& device,
-                                                                    const comm::GlooOptions& gloo) {
-  if (device != "cuda") return comm::create_gloo_communicator(spec, store, gloo);
+Result<std::unique_ptr<comm::Communicator>> make_nccl(const comm::GroupSpec& spec, comm::RendezvousClient& store,
+                                                      const comm::GlooOptions& gloo) {
   Result<const gpu::CudaModule*> m = gpu::cuda_module();
   if (!m) return m.status();
   if ((*m)->create_nccl == nullptr) {
@@ -28,7 +27,37 @@ Result<std::unique_ptr<comm::Communicator>> make_group_communicator(const comm::
   }
   comm::NcclOptions o;
   o.device = 0;  // the one GPU the agent made visible to this worker
+  o.host = gloo.host;
+  o.timeout = gloo.timeout;
   return (*m)->create_nccl(spec, store, o);
+}
+
+}  // namespace
+
+Result<GroupComms> make_group(const comm::GroupSpec& spec, comm::RendezvousClient& store, const std::string& device,
+                              const comm::GlooOptions& gloo, bool with_host) {
+  GroupComms g;
+  if (device != "cuda") {
+    Result<std::unique_ptr<comm::Communicator>> c = comm::create_gloo_communicator(spec, store, gloo);
+    if (!c) return c.status();
+    g.comm = std::move(c).value();
+    return g;
+  }
+  Result<std::unique_ptr<comm::Communicator>> c = make_nccl(spec, store, gloo);
+  if (!c) return c.status();
+  g.comm = std::move(c).value();
+  if (with_host) {
+    comm::GroupSpec host = spec;
+    host.name += "h";
+    Result<std::unique_ptr<comm::Communicator>> h = comm::create_gloo_communicator(host, store, gloo);
+    if (!h) return h.status();
+    g.host = std::move(h).value();
+  }
+  return g;
+}
+
+comm::Memory tensor_memory(const std::string& device) {
+  return device == "cuda" ? comm::Memory::kDevice : comm::Memory::kHost;
 }
 
 Status bind_to_backend(comm::Communicator& c, engine::Backend& backend) {
@@ -49,26 +78,6 @@ Status check_plugin_memory(const std::string& device, uint64_t capabilities, con
 
 uint64_t buffer_memory_feature(const std::string& device) {
   return device == "cuda" ? PARTRAIN_HOST_CUDA_BUFFERS : 0;
-}
-
-HostReducer::~HostReducer() {
-  if (backend_ != nullptr) backend_->release(&scratch_);
-}
-
-Status HostReducer::all_reduce(float* values, size_t n, comm::ReduceOp op) {
-  if (!buffers_on_device(*c_)) return c_->all_reduce(values, n, op)->wait();
-  if (scratch_.numel() < static_cast<int64_t>(n)) {  // grown once to the largest array seen
-    if (!scratch_.empty()) backend_->release(&scratch_);
-    Result<engine::Tensor> t = backend_->alloc(engine::MemCategory::kWorkspace, engine::DType::kF32,
-                                               engine::Shape{static_cast<int64_t>(n)});
-    if (!t) return t.status();
-    scratch_ = *t;
-  }
-  const engine::Tensor part = scratch_.slice(0, engine::Shape{static_cast<int64_t>(n)});
-  backend_->to_device(part, values);  // waits for the copy: the values then sit on the device
-  PARTRAIN_RETURN_IF_ERROR(c_->all_reduce(part.ptr<float>(), n, op)->wait());
-  backend_->to_host(values, part);
-  return Status::ok();
 }
 
 }  // namespace partrain::worker
