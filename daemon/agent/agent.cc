@@ -137,7 +137,7 @@ Result<std::vector<std::string>> bind_gpus(const config::JobConfig& job, int loc
   const char* cvd = std::getenv("CUDA_VISIBLE_DEVICES");
   const bool cuda = job.device == "cuda";
   const NodeGpus gpus = cuda || (cvd != nullptr && *cvd != '\0') ? node_gpus(cvd) : NodeGpus{};
-  Result<std::vector<std::string>> visible = gpus_per_worker(gpus, local_workers, job.device);
+  Result<std::vector<std::string>> visible = gpus_per_worker(gpus, local_workers, job.device, share_gpus_from_env());
   if (!visible) return config_error(visible.status());
   if (cuda) {
     log::info("agent", "{} local workers on GPUs {} ({})", visible->size(), fmt::join(*visible, ","), gpus.source);

@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -68,9 +69,19 @@ NodeGpus node_gpus(const char* cuda_visible_devices, const std::string& driver_d
   return g;
 }
 
-Result<std::vector<std::string>> gpus_per_worker(const NodeGpus& gpus, int nlocal, const std::string& device) {
+bool share_gpus_from_env() {
+  const char* e = std::getenv("PARTRAIN_SHARE_GPUS");
+  return e != nullptr && std::string(e) == "1";
+}
+
+Result<std::vector<std::string>> gpus_per_worker(const NodeGpus& gpus, int nlocal, const std::string& device,
+                                                 bool share) {
   const size_t n = static_cast<size_t>(std::max(nlocal, 0));
   std::vector<std::string> out(n);
+  if (share && device == "cuda" && !gpus.ids.empty()) {
+    for (size_t i = 0; i < n; ++i) out[i] = gpus.ids[i % gpus.ids.size()];
+    return out;
+  }
   if (gpus.ids.size() < n) {
     if (device != "cuda") return out;  // CPU ranks: too few to bind, leave them as they are
     const std::string fewer =

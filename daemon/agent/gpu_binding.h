@@ -11,8 +11,11 @@
 //     neither means no driver, hence no GPU.
 //
 // A [job] device = "cuda" job with fewer GPUs than local workers is refused before any
-// worker starts (NCCL cannot run two ranks of one communicator on one device). CPU jobs are
-// bound as before: a GPU each when CUDA_VISIBLE_DEVICES lists enough, else left as they are.
+// worker starts (NCCL cannot run two ranks of one communicator on one device), unless
+// PARTRAIN_SHARE_GPUS=1 asks to share them (a test option, off by default: worker i gets GPU
+// i mod n, and groups whose members share a GPU stage their tensors through host memory,
+// worker/transports.h). CPU jobs are bound as before: a GPU each when CUDA_VISIBLE_DEVICES
+// lists enough, else left as they are.
 #pragma once
 
 #include <string>
@@ -36,7 +39,12 @@ NodeGpus node_gpus(const char* cuda_visible_devices, const std::string& driver_d
                    const std::string& nvml_library = kNvmlLibrary);
 
 // CUDA_VISIBLE_DEVICES of each of `nlocal` local workers ("" = leave the worker's as it is).
-// invalid, with the fix, for device "cuda" when the node has fewer GPUs than workers.
-Result<std::vector<std::string>> gpus_per_worker(const NodeGpus& gpus, int nlocal, const std::string& device);
+// invalid, with the fix, for device "cuda" when the node has fewer GPUs than workers and
+// `share` is false; with `share`, worker i gets GPU i mod n (still invalid with none).
+Result<std::vector<std::string>> gpus_per_worker(const NodeGpus& gpus, int nlocal, const std::string& device,
+                                                 bool share = false);
+
+// PARTRAIN_SHARE_GPUS=1 in the environment (anything else, or unset: no).
+bool share_gpus_from_env();
 
 }  // namespace partrain::agent

@@ -131,7 +131,10 @@ int run_local_agent(const RunArgs& a) {
     // One GPU per worker, checked as the agent will check it, in one line.
     if (job->device == "cuda") {
       const agent::NodeGpus gpus = agent::node_gpus(std::getenv("CUDA_VISIBLE_DEVICES"));
-      if (Result<std::vector<std::string>> g = agent::gpus_per_worker(gpus, a.nproc, "cuda"); !g) return fail(g.status());
+      if (Result<std::vector<std::string>> g = agent::gpus_per_worker(gpus, a.nproc, "cuda", agent::share_gpus_from_env());
+          !g) {
+        return fail(g.status());
+      }
     }
   }
   agent::AgentOptions o;

@@ -32,11 +32,17 @@ Result<ProcessGroups> ProcessGroups::create(const Layout& layout, int rank, comm
       {Axis::kPp, "pp", layout.pp() > 1},
   };
   ProcessGroups out;
+  // GPU ranks: each publishes its GPU's id, so every group sees which members share one.
+  if (options.device == "cuda") {
+    Result<GpuIds> ids = GpuIds::publish(store, options.prefix, rank, options.gloo.connect_timeout);
+    if (!ids) return ids.status();
+    out.gpu_ids_ = std::make_unique<GpuIds>(std::move(ids).value());
+  }
   for (const AxisGroup& a : axes) {
     const std::vector<int> members = layout.group(a.axis, rank);
     if (!a.wanted || (members.size() < 2 && !a.single)) continue;
     const comm::GroupSpec spec{fmt::format("{}{}{}", options.prefix, a.name, members.front()), members, rank};
-    Result<GroupComms> g = make_group(spec, store, options.device, options.gloo);
+    Result<GroupComms> g = make_group(spec, store, options.device, options.gloo, out.gpu_ids_.get());
     if (!g) return g.status();
     out.groups_.push_back({a.axis, std::move(g->comm), std::move(g->host)});
   }
@@ -65,7 +71,7 @@ Status ProcessGroups::add_pp_channels(const Layout& layout, int rank, comm::Rend
     const int a = pp[static_cast<size_t>(e.from)], b = pp[static_cast<size_t>(e.to)];
     const comm::GroupSpec spec{
         fmt::format("{}pp{}{}-{}", o.prefix, e.stream == PpStream::kActivation ? "a" : "g", a, b), {a, b}, rank};
-    Result<GroupComms> g = make_group(spec, store, o.device, o.gloo, /*with_host=*/false);
+    Result<GroupComms> g = make_group(spec, store, o.device, o.gloo, gpu_ids_.get(), /*with_host=*/false);
     if (!g) return g.status();
     channels_.push_back({e.stream, e.from, e.to, std::move(g->comm)});
   }

@@ -35,6 +35,7 @@
 #include "comm/rendezvous/client.h"
 #include "common/status.h"
 #include "layout/layout.h"
+#include "worker/transports.h"
 
 namespace partrain::worker {
 
@@ -85,6 +86,7 @@ class ProcessGroups {
   Status add_pp_channels(const Layout& layout, int rank, comm::RendezvousClient& store, const GroupOptions& o);
   const Group* find(Axis axis) const;
 
+  std::unique_ptr<GpuIds> gpu_ids_;  // GPU ranks
   std::vector<Group> groups_;
   std::vector<Channel> channels_;
 };

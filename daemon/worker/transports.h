@@ -13,9 +13,12 @@
 //    them (PARTRAIN_CAP_CUDA) is loaded, and it is told (PARTRAIN_HOST_CUDA_BUFFERS).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "comm/communicator.h"
 #include "comm/gloo/gloo_communicator.h"
@@ -35,11 +38,37 @@ struct GroupComms {
   std::unique_ptr<comm::Communicator> host;
 };
 
+// The GPU ids (gpu/cuda_module.h device_uuid) of the job's ranks, as each published its own
+// under "<prefix>gpu/<rank>"; read from the store once per rank, when a group asks.
+class GpuIds {
+ public:
+  // Publishes this rank's id (GPU ranks only: it loads the GPU module).
+  static Result<GpuIds> publish(comm::RendezvousClient& store, const std::string& prefix, int rank,
+                                std::chrono::milliseconds timeout);
+  // Global rank `rank`'s id; unavailable when it never published one within the timeout.
+  Result<std::string> of(int rank);
+
+ private:
+  comm::RendezvousClient* store_ = nullptr;
+  std::string prefix_;
+  std::chrono::milliseconds timeout_{0};
+  std::map<int, std::string> ids_;
+};
+
+enum class Transport { kGloo, kNccl, kStaged };
+struct Choice {
+  Transport transport;
+  std::string why;  // for the log: "each of the 2 ranks has its own GPU", ...
+};
+// CPU ranks: Gloo. GPU ranks: NCCL when every member's GPU id differs, else staged.
+Result<Choice> choose_transport(const std::string& device, const std::vector<int>& members, GpuIds* ids);
+
 // The communicators of one layout group for `device` ("cpu": Gloo with `gloo`; "cuda": the
-// device transport plus a Gloo host channel). `with_host` false: no host channel (a
-// pipeline channel moves only tensors). invalid, with the fix, where this build has no NCCL.
+// chosen device transport, logged by the group's first member, plus a Gloo host channel).
+// `ids` may be null on CPU ranks. `with_host` false: no host channel (a pipeline channel
+// moves only tensors). invalid, with the fix, where this build has no NCCL.
 Result<GroupComms> make_group(const comm::GroupSpec& spec, comm::RendezvousClient& store, const std::string& device,
-                              const comm::GlooOptions& gloo, bool with_host = true);
+                              const comm::GlooOptions& gloo, GpuIds* ids, bool with_host = true);
 
 // Where the backend's tensors live for `device`: the GPU's memory on GPU ranks.
 comm::Memory tensor_memory(const std::string& device);

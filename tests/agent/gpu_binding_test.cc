@@ -12,6 +12,8 @@
 
 #include <gtest/gtest.h>
 
+#include "test_util.h"
+
 namespace partrain::agent {
 namespace {
 
@@ -90,6 +92,25 @@ TEST(GpusPerWorker, TooFewForACudaJobIsRefusedWithTheFix) {
   ASSERT_FALSE(none.is_ok());
   EXPECT_EQ(none.status().message().find("run at most"), std::string::npos) << none.status().message();
   EXPECT_NE(none.status().message().find("--device cpu"), std::string::npos);
+}
+
+// PARTRAIN_SHARE_GPUS=1 (a test option): worker i gets GPU i mod n, so 4 workers run on one
+// GPU; a node without any GPU is still refused, and CPU jobs are bound as before.
+TEST(GpusPerWorker, SharingPutsWorkersRoundRobinOnTheGpus) {
+  Result<std::vector<std::string>> one = gpus_per_worker(NodeGpus{{"0"}, "x"}, 4, "cuda", true);
+  ASSERT_TRUE(one.is_ok()) << one.status().message();
+  EXPECT_EQ(*one, (Ids{"0", "0", "0", "0"}));
+  Result<std::vector<std::string>> two = gpus_per_worker(NodeGpus{{"GPU-a", "GPU-b"}, "x"}, 3, "cuda", true);
+  ASSERT_TRUE(two.is_ok());
+  EXPECT_EQ(*two, (Ids{"GPU-a", "GPU-b", "GPU-a"}));
+  EXPECT_FALSE(gpus_per_worker(NodeGpus{{}, "no NVIDIA driver"}, 2, "cuda", true).is_ok());
+  Result<std::vector<std::string>> cpu = gpus_per_worker(NodeGpus{{"0"}, "x"}, 2, "cpu", true);
+  ASSERT_TRUE(cpu.is_ok());
+  EXPECT_EQ(*cpu, (Ids{"", ""}));
+  testing::ScopedEnv on("PARTRAIN_SHARE_GPUS", "1");
+  EXPECT_TRUE(share_gpus_from_env());
+  testing::ScopedEnv off("PARTRAIN_SHARE_GPUS", "yes");
+  EXPECT_FALSE(share_gpus_from_env());
 }
 
 }  // namespace
