@@ -26,6 +26,7 @@ struct BenchResult {
   float loss_first = 0, loss_last = 0;
   bool graph = false;              // whether the steps replayed a CUDA graph
   std::string graph_error;         // why a requested graph was not used
+  std::string attention_used;      // the attention kernels that ran (layers mode)
   std::string error;
   std::vector<std::pair<std::string, double>> phases;  // ms per phase of one step
   std::vector<std::pair<std::string, int64_t>> extra;  // e.g. peak bytes per category

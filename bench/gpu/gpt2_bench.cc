@@ -63,6 +63,7 @@ void report(const BenchArgs& a, const BenchResult& r) {
   const double tokens = static_cast<double>(a.batch) * a.seq * a.steps;
   const double fpt = 6.0 * static_cast<double>(r.flops_params) + 12.0 * r.layers * r.channels * a.seq;
   const double tps = tokens / r.seconds;
+  if (!r.attention_used.empty()) head += ",\"attention_used\":\"" + escape(r.attention_used) + "\"";
   std::printf("%s,\"graph\":%s,\"graph_error\":\"%s\",\"params_flops\":%lld,\"ms_per_step\":%.3f,"
               "\"tokens_per_s\":%.0f,\"tflops\":%.1f,\"mfu\":%.4f,\"loss_first\":%.4f,\"loss_last\":%.4f",
               head.c_str(), r.graph ? "true" : "false", escape(r.graph_error).c_str(),
@@ -115,7 +116,7 @@ bool parse(int argc, char** argv, partrain::bench::BenchArgs* a) {
     else return false;
     if (!ok) return false;
   }
-  if (a->attention.empty()) a->attention = a->mode == "layers" ? "cudnn" : "auto";
+  if (a->attention.empty()) a->attention = "auto";
   if (a->label.empty()) a->label = a->mode + "-" + a->arch + "-" + a->paths;
   return a->batch > 0 && a->seq > 0 && a->steps > 0 && a->warmup >= 0 &&
          (a->mode == "layers" || a->mode == "model") && (a->arch == "gpt2" || a->arch == "llama");

@@ -30,6 +30,7 @@ BenchResult run_layers(const BenchArgs& a, const std::vector<int32_t>& tok, cons
   }
   KernelGpt2& m = **g;
   r.flops_params = m.num_params_no_pos();
+  r.attention_used = m.attention_used();
   auto fail = [&](const Status& s) {
     r.error = s.message();
     return r;

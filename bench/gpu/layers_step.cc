@@ -109,8 +109,9 @@ std::vector<float> init_params(const Gpt2Shape& shape, size_t total, size_t wte,
 
 Result<std::unique_ptr<KernelGpt2>> KernelGpt2::create(const Gpt2Shape& shape, int batch, uint64_t seed,
                                                        const LayerStepOptions& options) {
-  if (options.attention != "cudnn" && options.attention != "gemm" && options.attention != "flash") {
-    return Status::invalid("attention '" + options.attention + "': expected cudnn, gemm or flash");
+  if (options.attention != "auto" && options.attention != "cudnn" && options.attention != "gemm" &&
+      options.attention != "flash") {
+    return Status::invalid("attention '" + options.attention + "': expected auto, cudnn, gemm or flash");
   }
   std::unique_ptr<KernelGpt2> g(new KernelGpt2());
   g->impl_ = std::make_unique<Impl>();
@@ -186,7 +187,24 @@ Result<std::unique_ptr<KernelGpt2>> KernelGpt2::create(const Gpt2Shape& shape, i
   PARTRAIN_RETURN_IF_ERROR(I.alloc(&I.dfch, N * 4 * C));
   PARTRAIN_RETURN_IF_ERROR(I.alloc(&I.dfch_gelu, N * 4 * C));
   const int hd = static_cast<int>(C) / shape.heads;
-  if (options.attention == "gemm") {
+  if (options.attention == "auto") {
+    // cuDNN if both its graphs build and run here (on the zeroed buffers), else the GEMM path.
+    const int Ci = static_cast<int>(C), H = shape.heads, T = shape.seq;
+    auto& a = I.acts[0];
+    Status s = cu::attention_forward_cudnn<bf16>(I.ctx, a.att, a.lse, a.qkv, a.qkv + Ci, a.qkv + 2 * Ci, batch, T, H, H, hd,
+                                                 3 * Ci, 3 * Ci);
+    if (s) {
+      s = cu::attention_backward_cudnn<bf16>(I.ctx, I.dqkv, I.dqkv + Ci, I.dqkv + 2 * Ci, I.datt, a.att, a.lse, a.qkv,
+                                             a.qkv + Ci, a.qkv + 2 * Ci, batch, T, H, H, hd, 3 * Ci, 3 * Ci);
+    }
+    if (s) s = cu::cuda_status(cudaStreamSynchronize(I.ctx.stream), "cuDNN attention probe");
+    if (!s && s.code() != StatusCode::kUnavailable) return s;
+    I.o.attention = s ? "cudnn" : "gemm";
+    g->attention_note_ = s ? "cudnn" : "gemm (cuDNN: " + s.message() + ")";
+  } else {
+    g->attention_note_ = options.attention;
+  }
+  if (I.o.attention == "gemm") {
     char* ws = nullptr;
     PARTRAIN_RETURN_IF_ERROR(I.alloc(&ws, cu::attention_workspace_bytes<bf16>(batch, shape.seq, shape.heads, shape.heads, hd)));
     I.attn_ws = ws;

@@ -35,7 +35,7 @@ struct Gpt2Shape {
 
 struct LayerStepOptions {
   engine::cuda::KernelOptions paths;  // which kernel fast paths (each falls back)
-  std::string attention = "cudnn";    // cudnn | gemm | flash
+  std::string attention = "auto";     // auto (cudnn where it runs, else gemm) | cudnn | gemm | flash
   bool overwrite = true;
   bool device_optimizer = true;
 };
@@ -60,6 +60,8 @@ class KernelGpt2 {
   engine::cuda::PhaseTimer& phases();
   // Parameters excluding position embeddings (nanoGPT's MFU convention), unpadded vocab.
   int64_t num_params_no_pos() const;
+  // The attention kernels in use ("cudnn", "gemm", "flash"; auto says why not cuDNN).
+  const std::string& attention_used() const { return attention_note_; }
 
  private:
   KernelGpt2() = default;
@@ -68,6 +70,7 @@ class KernelGpt2 {
   Status optimizer();
   struct Impl;
   std::unique_ptr<Impl> impl_;
+  std::string attention_note_;
 };
 
 }  // namespace partrain::bench

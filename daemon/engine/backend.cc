@@ -60,4 +60,45 @@ void Backend::release_all() {
   live_.clear();
 }
 
+// ---- fused ops: the plain ops in sequence --------------------------------------------------
+
+void Backend::residual_layernorm_forward(const Tensor& res, const Tensor& out, const Tensor& mean,
+                                         const Tensor& rstd, const Tensor& a, const Tensor& b, const Tensor& w,
+                                         const Tensor& bias, int N, int C, float eps) {
+  residual_forward(res, a, b);
+  layernorm_forward(out, mean, rstd, res, w, bias, N, C, eps);
+}
+
+void Backend::residual_rmsnorm_forward(const Tensor& res, const Tensor& out, const Tensor& rstd,
+                                       const Tensor& a, const Tensor& b, const Tensor& w, int N, int C, float eps) {
+  residual_forward(res, a, b);
+  rmsnorm_forward(out, rstd, res, w, N, C, eps);
+}
+
+void Backend::matmul_gelu_forward(const Tensor& out, const Tensor& pre, const Tensor& inp, const Tensor& w,
+                                  const Tensor& bias, int N, int C, int OC) {
+  matmul_forward(pre, inp, w, bias, N, C, OC);
+  gelu_forward(out, pre);
+}
+
+void Backend::matmul_gelu_backward(const Tensor& dpre, const Tensor& dw, const Tensor& dbias,
+                                   const Tensor& dout, const Tensor& h, const Tensor& w, const Tensor& pre,
+                                   const Tensor& scratch, int N, int C, int OC) {
+  zero(scratch);
+  matmul_backward(scratch, dw, dbias, dout, h, w, N, C, OC);
+  zero(dpre);
+  gelu_backward(dpre, pre, scratch);
+}
+
+void Backend::adamw_multi(const Tensor& param, const Tensor& master, const Tensor& m, const Tensor& v,
+                          const Tensor& grad, const std::vector<AdamWRange>& ranges, const AdamWArgs& a) {
+  for (const AdamWRange& r : ranges) {
+    AdamWArgs ar = a;
+    ar.weight_decay = r.weight_decay;
+    const Shape piece{r.end - r.begin};
+    adamw(param.slice(r.begin, piece), master.empty() ? Tensor{} : master.slice(r.begin, piece),
+          m.slice(r.begin, piece), v.slice(r.begin, piece), grad.slice(r.begin, piece), ar);
+  }
+}
+
 }  // namespace partrain::engine

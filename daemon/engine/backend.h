@@ -29,6 +29,7 @@
 #include <string>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "common/dtype.h"
 #include "common/status.h"
@@ -274,6 +275,38 @@ class Backend {
                      const Tensor& grad, const AdamWArgs& a) = 0;
   // Whether adamw needs a `master` tensor (true on backends whose param dtype is not F32).
   bool needs_master_weights() const { return param_dtype() != DType::kF32; }
+
+  // ---- fused ops ----------------------------------------------------------------------------
+  // Each is defined (backend.cc) as the plain ops above in sequence; a backend overrides one
+  // where it has a faster kernel computing the same (the CUDA backend: one pass, a GEMM
+  // epilogue, one launch). So every backend, the CPU reference included, runs them.
+  //
+  // res = a + b, then out = LayerNorm(res) (bias may be empty) / RMSNorm(res).
+  virtual void residual_layernorm_forward(const Tensor& res, const Tensor& out, const Tensor& mean,
+                                          const Tensor& rstd, const Tensor& a, const Tensor& b,
+                                          const Tensor& w, const Tensor& bias, int N, int C, float eps);
+  virtual void residual_rmsnorm_forward(const Tensor& res, const Tensor& out, const Tensor& rstd,
+                                        const Tensor& a, const Tensor& b, const Tensor& w, int N, int C,
+                                        float eps);
+  // GELU's linear layer: pre [N,OC] = inp @ w^T (+ bias), out = gelu(pre).
+  virtual void matmul_gelu_forward(const Tensor& out, const Tensor& pre, const Tensor& inp, const Tensor& w,
+                                   const Tensor& bias, int N, int C, int OC);
+  // The layer after a GELU, backward through both: h = gelu(pre) was its input [N,C].
+  // dpre = gelu'(pre) * (dout @ w) is WRITTEN (not accumulated); dw, dbias += as
+  // matmul_backward. `scratch` [N,C] (activation dtype) holds dout @ w where a backend
+  // cannot fuse the two (the default).
+  virtual void matmul_gelu_backward(const Tensor& dpre, const Tensor& dw, const Tensor& dbias,
+                                    const Tensor& dout, const Tensor& h, const Tensor& w, const Tensor& pre,
+                                    const Tensor& scratch, int N, int C, int OC);
+  // AdamW on consecutive pieces of flat buffers that differ only in weight decay: piece i is
+  // elements [ranges[i].begin, ranges[i].end) with ranges[i].weight_decay (a.weight_decay is
+  // not used). Tensors as adamw's; the default runs adamw once per piece.
+  struct AdamWRange {
+    int64_t begin = 0, end = 0;
+    float weight_decay = 0;
+  };
+  virtual void adamw_multi(const Tensor& param, const Tensor& master, const Tensor& m, const Tensor& v,
+                           const Tensor& grad, const std::vector<AdamWRange>& ranges, const AdamWArgs& a);
 
  protected:
   // The live allocation holding `p`: its start and size in bytes; {nullptr, 0} when none.

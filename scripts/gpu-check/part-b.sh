@@ -64,6 +64,8 @@ $py -c 'import torch' 2>/dev/null || py=""
 nv_dir=$([ -n "$py" ] && $py -c 'import nvidia, os; print(list(nvidia.__path__)[0])' 2>/dev/null || true)
 cudnn_lib=$([ -n "$nv_dir" ] && find "$nv_dir" -name 'libcudnn.so.9' 2>/dev/null | head -n 1)
 cudnn_inc=$([ -n "$nv_dir" ] && find "$nv_dir" -name 'cudnn_graph.h' 2>/dev/null | head -n 1)
+# (cuDNN's runtime-compiled engines load NVRTC: the wheel's, else the toolkit's.)
+[ -d /usr/local/cuda/lib64 ] && export LD_LIBRARY_PATH="/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 for lib in libcudnn.so.9 libnvrtc.so.13 libnvrtc-builtins.so.13.0; do
   d=$([ -n "$nv_dir" ] && find "$nv_dir" -name "$lib" 2>/dev/null | head -n 1)
   [ -n "$d" ] && export LD_LIBRARY_PATH="$(dirname "$d")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -169,11 +171,11 @@ run() {  # label, then the benchmark's arguments
 }
 if [ -x "$bench" ]; then
   base=(--paths none --attention gemm --overwrite 0 --device-optimizer 0)
-  run all --paths all --attention cudnn --phases 1
+  run all --paths all --attention auto --phases 1
   run baseline "${base[@]}" --phases 1
   run model-gpt2 --mode model --arch gpt2 --paths all --attention auto --phases 1
   run model-llama --mode model --arch llama --paths all --attention auto --phases 1
-  run all+graph --paths all --attention cudnn --graph 1
+  run all+graph --paths all --attention auto --graph 1
   run +lt --paths lt --attention gemm --overwrite 0 --device-optimizer 0
   run +epilogue --paths lt,epilogue --attention gemm --overwrite 1 --device-optimizer 0
   run +norm --paths norm --attention gemm --overwrite 0 --device-optimizer 0

@@ -163,6 +163,78 @@ TEST(CudaBackend, BadAttentionModeIsRefused) {
       << rg.status().message();
 }
 
+// The fused ops (residual + norm, GELU's GEMMs, multi-range AdamW) against the CPU
+// backend's, which run the plain ops in sequence (engine/backend.cc).
+TEST(CudaBackend, FusedOpsMatchCpu) {
+  PARTRAIN_REQUIRE_GPU();
+  auto rg = engine::make_cuda_backend(0, engine::DType::kBF16);
+  ASSERT_TRUE(rg.is_ok()) << rg.status().message();
+  auto cpu = engine::make_cpu_backend();
+  const int N = 64, C = 96, F = 256;
+  auto a = rounded<bf16>(randn(static_cast<size_t>(N) * C, 30)), b = rounded<bf16>(randn(static_cast<size_t>(N) * C, 31));
+  auto w = rounded<bf16>(randn(C, 32, 0.1f, 1.0f)), bias = rounded<bf16>(randn(C, 33, 0.1f));
+  auto wfc = rounded<bf16>(randn(static_cast<size_t>(F) * C, 34, 0.1f)), bfc = rounded<bf16>(randn(F, 35, 0.1f));
+  auto wpr = rounded<bf16>(randn(static_cast<size_t>(C) * F, 36, 0.1f));
+  auto dy = rounded<bf16>(randn(static_cast<size_t>(N) * C, 37));
+  struct Run {
+    std::vector<float> res, ln, rms, h, dpre, dw, db;
+  };
+  auto run = [&](Backend& be) {
+    const DType act = be.act_dtype(), par = be.param_dtype();
+    const auto A = MemCategory::kActivations, W = MemCategory::kWeights, G = MemCategory::kGrads;
+    Tensor ta = make(be, A, act, Shape{N, C}, a), tb = make(be, A, act, Shape{N, C}, b),
+           tw = make(be, W, par, Shape{C}, w), tbias = make(be, W, par, Shape{C}, bias),
+           tfc = make(be, W, par, Shape{F, C}, wfc), tbfc = make(be, W, par, Shape{F}, bfc),
+           tpr = make(be, W, par, Shape{C, F}, wpr), tdy = make(be, A, act, Shape{N, C}, dy);
+    Tensor res = *be.alloc(A, act, Shape{N, C}), ln = *be.alloc(A, act, Shape{N, C}), rms = *be.alloc(A, act, Shape{N, C}),
+           mean = *be.alloc(A, DType::kF32, Shape{N}), rstd = *be.alloc(A, DType::kF32, Shape{N}),
+           pre = *be.alloc(A, act, Shape{N, F}), h = *be.alloc(A, act, Shape{N, F}), dpre = *be.alloc(A, act, Shape{N, F}),
+           scratch = *be.alloc(A, act, Shape{N, F}), dw = *be.alloc(G, DType::kF32, Shape{C, F}),
+           db = *be.alloc(G, DType::kF32, Shape{C});
+    be.residual_layernorm_forward(res, ln, mean, rstd, ta, tb, tw, tbias, N, C, 1e-5f);
+    be.residual_rmsnorm_forward(res, rms, rstd, ta, tb, tw, N, C, 1e-5f);
+    be.matmul_gelu_forward(h, pre, ln, tfc, tbfc, N, C, F);
+    be.fill(dpre, 3.0f);  // written, not accumulated
+    be.matmul_gelu_backward(dpre, dw, db, tdy, h, tpr, pre, scratch, N, F, C);
+    return Run{host(be, res), host(be, ln), host(be, rms), host(be, h), host(be, dpre), host(be, dw), host(be, db)};
+  };
+  const Run g = run(**rg), c = run(*cpu);
+  auto* cb = dynamic_cast<engine::cuda::CudaBackend*>(rg->get());
+  EXPECT_TRUE(cb->status().is_ok()) << cb->status().message();
+  EXPECT_LE(rel_err(g.res, c.res), 4e-3) << "residual";
+  EXPECT_LE(rel_err(g.ln, c.ln), 1e-2) << "layernorm";
+  EXPECT_LE(rel_err(g.rms, c.rms), 1e-2) << "rmsnorm";
+  EXPECT_LE(rel_err(g.h, c.h), 2e-2) << "gelu(fc)";
+  EXPECT_LE(rel_err(g.dpre, c.dpre), 3e-2) << "d pre-activation";
+  EXPECT_LE(rel_err(g.dw, c.dw), 3e-2) << "d w";
+  EXPECT_LE(rel_err(g.db, c.db), 3e-2) << "d bias";
+
+  // AdamW over three ranges with their own decay, against the CPU's per-range adamw.
+  const int n = 5000;
+  const std::vector<Backend::AdamWRange> ranges = {{0, 1000, 0.1f}, {1000, 1003, 0.0f}, {1003, n, 0.1f}};
+  auto p = rounded<bf16>(randn(n, 40)), gr = randn(n, 41, 0.01f);
+  Tensor param = make(**rg, MemCategory::kWeights, DType::kBF16, Shape{n}, p);
+  Tensor master = make(**rg, MemCategory::kOptimizer, DType::kF32, Shape{n}, p);
+  Tensor m = *(*rg)->alloc(MemCategory::kOptimizer, DType::kF32, Shape{n});
+  Tensor v = *(*rg)->alloc(MemCategory::kOptimizer, DType::kF32, Shape{n});
+  Tensor grad = make(**rg, MemCategory::kGrads, DType::kF32, Shape{n}, gr);
+  Tensor cp = make(*cpu, MemCategory::kWeights, DType::kF32, Shape{n}, p);
+  Tensor cm = *cpu->alloc(MemCategory::kOptimizer, DType::kF32, Shape{n});
+  Tensor cv = *cpu->alloc(MemCategory::kOptimizer, DType::kF32, Shape{n});
+  Tensor cg = make(*cpu, MemCategory::kGrads, DType::kF32, Shape{n}, gr);
+  engine::AdamWArgs args;
+  args.lr = 1e-2f;
+  args.grad_scale = 0.7f;
+  for (int64_t t = 1; t <= 2; ++t) {
+    args.t = t;
+    (*rg)->adamw_multi(param, master, m, v, grad, ranges, args);
+    cpu->adamw_multi(cp, Tensor{}, cm, cv, cg, ranges, args);
+  }
+  EXPECT_TRUE(cb->status().is_ok()) << cb->status().message();
+  EXPECT_LE(rel_err(host(**rg, master), host(*cpu, cp)), 1e-6) << "multi-range AdamW";
+  EXPECT_TRUE(host(**rg, param) == rounded<bf16>(host(**rg, master))) << "bf16 copy = rounded master";
+}
+
 TEST(CudaBackend, AdamWOnMasterWeights) {
   PARTRAIN_REQUIRE_GPU();
   auto rg = engine::make_cuda_backend(0, engine::DType::kBF16);

@@ -50,7 +50,9 @@ __global__ void adamw_kernel(float* param, float* m, float* v, const float* grad
 // adamw_kernel's, element for element; the scalars come from device memory.
 __global__ void adamw_multi_kernel(float* param, float* m, float* v, const float* grad,
                                    bf16* param_bf16, size_t n, size_t chunk,
-                                   const AdamWSegment* segs, int nsegs, const AdamWScalars* sc) {
+                                   const AdamWSegment* segs, int nsegs, const AdamWScalars* sc_dev,
+                                   AdamWScalars sc_val) {
+  const AdamWScalars* sc = sc_dev != nullptr ? sc_dev : &sc_val;
   __shared__ int first;
   const size_t begin = blockIdx.x * chunk, end = min(n, begin + chunk);
   if (threadIdx.x == 0) {
@@ -137,7 +139,19 @@ Status adamw_multi(const Context& ctx, float* param, float* m, float* v, const f
   constexpr size_t kChunk = 8192;
   const size_t blocks = (n + kChunk - 1) / kChunk;
   adamw_multi_kernel<<<static_cast<unsigned>(blocks), 512, 0, ctx.stream>>>(
-      param, m, v, grad, param_bf16, n, kChunk, segments, num_segments, scalars);
+      param, m, v, grad, param_bf16, n, kChunk, segments, num_segments, scalars, AdamWScalars{});
+  return launch_status("adamw_multi");
+}
+
+Status adamw_multi(const Context& ctx, float* param, float* m, float* v, const float* grad,
+                   bf16* param_bf16, size_t n, const AdamWSegment* segments, int num_segments,
+                   const AdamWScalars& scalars) {
+  if (n == 0) return Status::ok();
+  if (num_segments < 1) return Status::internal("adamw_multi: no segments");
+  constexpr size_t kChunk = 8192;
+  const size_t blocks = (n + kChunk - 1) / kChunk;
+  adamw_multi_kernel<<<static_cast<unsigned>(blocks), 512, 0, ctx.stream>>>(
+      param, m, v, grad, param_bf16, n, kChunk, segments, num_segments, nullptr, scalars);
   return launch_status("adamw_multi");
 }
 

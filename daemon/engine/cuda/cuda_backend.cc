@@ -73,6 +73,10 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int ordinal, DType stor
 
 CudaBackend::~CudaBackend() {
   if (ctx_.stream) cudaStreamSynchronize(ctx_.stream);
+  for (Staging& s : staging_) {
+    if (s.host != nullptr) cudaFreeHost(s.host);
+    if (s.done != nullptr) cudaEventDestroy(s.done);
+  }
   release_all();
   if (dsum_) cudaFree(dsum_);
   context_destroy(&ctx_);
@@ -153,12 +157,31 @@ void CudaBackend::to_device(const Tensor& dst, const float* src) {
   check(cuda_status(cudaStreamSynchronize(ctx_.stream), "to_device"));
 }
 
+// Token ids (a micro-batch's inputs and targets) go through a ring of pinned staging
+// buffers: the host copies them in and returns; the device copies them out in stream order.
+// A slot is reused only after the copy that last read it has run (an event wait, normally on
+// a copy long done), so the caller's array may change as soon as this returns, and the step
+// is not synchronised.
 void CudaBackend::to_device_i32(const Tensor& dst, const int32_t* src) {
   op_mark("to_device_i32");
   if (!ok() || dst.empty()) return;
-  check(cuda_status(cudaMemcpyAsync(dst.data, src, dst.bytes(), cudaMemcpyHostToDevice, ctx_.stream),
+  Staging& slot = staging_[staging_next_++ % staging_.size()];
+  if (slot.done != nullptr && !check(cuda_status(cudaEventSynchronize(slot.done), "to_device_i32"))) return;
+  if (slot.done == nullptr &&
+      !check(cuda_status(cudaEventCreateWithFlags(&slot.done, cudaEventDisableTiming), "to_device_i32"))) {
+    return;
+  }
+  if (slot.bytes < dst.bytes()) {
+    if (slot.host != nullptr) cudaFreeHost(slot.host);
+    slot.host = nullptr;
+    slot.bytes = 0;
+    if (!check(cuda_status(cudaMallocHost(&slot.host, dst.bytes()), "to_device_i32 (pinned staging)"))) return;
+    slot.bytes = dst.bytes();
+  }
+  std::memcpy(slot.host, src, dst.bytes());
+  check(cuda_status(cudaMemcpyAsync(dst.data, slot.host, dst.bytes(), cudaMemcpyHostToDevice, ctx_.stream),
                     "to_device_i32"));
-  check(cuda_status(cudaStreamSynchronize(ctx_.stream), "to_device_i32"));
+  check(cuda_status(cudaEventRecord(slot.done, ctx_.stream), "to_device_i32"));
 }
 
 void CudaBackend::to_host(float* dst, const Tensor& src) {

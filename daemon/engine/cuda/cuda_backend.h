@@ -9,8 +9,10 @@
 // category by Backend::alloc.
 #pragma once
 
+#include <array>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 #include "engine/backend.h"
@@ -126,6 +128,21 @@ class CudaBackend final : public Backend {
   void adamw(const Tensor& param, const Tensor& master, const Tensor& m, const Tensor& v,
              const Tensor& grad, const AdamWArgs& a) override;
 
+  // Fused ops (cuda_backend_fused.cc).
+  void residual_layernorm_forward(const Tensor& res, const Tensor& out, const Tensor& mean, const Tensor& rstd,
+                                  const Tensor& a, const Tensor& b, const Tensor& w, const Tensor& bias, int N,
+                                  int C, float eps) override;
+  void residual_rmsnorm_forward(const Tensor& res, const Tensor& out, const Tensor& rstd, const Tensor& a,
+                                const Tensor& b, const Tensor& w, int N, int C, float eps) override;
+  void matmul_gelu_forward(const Tensor& out, const Tensor& pre, const Tensor& inp, const Tensor& w,
+                           const Tensor& bias, int N, int C, int OC) override;
+  void matmul_gelu_backward(const Tensor& dpre, const Tensor& dw, const Tensor& dbias, const Tensor& dout,
+                            const Tensor& h, const Tensor& w, const Tensor& pre, const Tensor& scratch, int N,
+                            int C, int OC) override;
+  // One launch over every range (the "adamw" path; else the default, a launch per range).
+  void adamw_multi(const Tensor& param, const Tensor& master, const Tensor& m, const Tensor& v,
+                   const Tensor& grad, const std::vector<AdamWRange>& ranges, const AdamWArgs& a) override;
+
  protected:
   void* raw_alloc(size_t bytes) override;
   void raw_free(void* p) override;
@@ -149,6 +166,20 @@ class CudaBackend final : public Backend {
   Status attention_backward_cudnn(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dout,
                                   const Tensor& out, const float* lse, const Tensor& q, const Tensor& k,
                                   const Tensor& v, const AttentionDims& d);
+
+  Result<const AdamWSegment*> adamw_segments(const std::vector<AdamWRange>& ranges);
+  struct SegmentTable {
+    std::vector<AdamWSegment> host;
+    Tensor device;
+  };
+  std::vector<SegmentTable> segment_tables_;
+  struct Staging {
+    void* host = nullptr;  // pinned
+    size_t bytes = 0;
+    cudaEvent_t done = nullptr;  // after the copy that last read it
+  };
+  std::array<Staging, 8> staging_{};
+  size_t staging_next_ = 0;
 
   Context ctx_;
   PhaseTimer timer_;

@@ -322,6 +322,10 @@ struct AdamWSegment {
 Status adamw_multi(const Context& ctx, float* param, float* m, float* v, const float* grad,
                    bf16* param_bf16, size_t n, const AdamWSegment* segments, int num_segments,
                    const AdamWScalars* scalars);
+// The same with the scalars passed by value (no device copy of them).
+Status adamw_multi(const Context& ctx, float* param, float* m, float* v, const float* grad,
+                   bf16* param_bf16, size_t n, const AdamWSegment* segments, int num_segments,
+                   const AdamWScalars& scalars);
 // On the device: *t += 1, then scalars (lr, step, inv_sqrt_bc2, betas, eps) of step *t as
 // adamw_scalars computes them; grad_scale and norm are left as they are.
 Status adamw_advance(const Context& ctx, AdamWScalars* scalars, int64_t* t, float lr, float beta1, float beta2,

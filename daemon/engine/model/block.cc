@@ -46,12 +46,11 @@ void Model::block_forward(int l, const Tensor& in, const Tensor& out, BlockActs&
   Tensor branch = regions_.leave_forward(partial, ract(a.branch));
   if (tp) add_bias_rows(branch, p.o_b);
   dropout(branch, l, 1);
-  const Tensor res2 = ract(a.res2);
-  be_->residual_forward(res2, in, branch);
-  // Feed-forward: norm, MLP (or experts), leaving the region, dropout, residual. Experts
-  // under tp take no region: each rank routes its own tokens (moe_tp.cc).
-  const Tensor ln2 = ract(a.ln2);
-  norm_forward(ln2, a.ln2_mean, a.ln2_rstd, res2, p.ln2_w, p.ln2_b);
+  // The residual and the feed-forward's norm (one op: a backend may fuse them). Then the MLP
+  // (or experts), leaving the region, dropout, residual. Experts under tp take no region:
+  // each rank routes its own tokens (moe_tp.cc).
+  const Tensor res2 = ract(a.res2), ln2 = ract(a.ln2);
+  residual_norm_forward(res2, ln2, a.ln2_mean, a.ln2_rstd, in, branch, p.ln2_w, p.ln2_b);
   if (tp && moe_[static_cast<size_t>(l)]) {
     branch = ract(a.branch);
     moe_tp_forward(l, *moe_[static_cast<size_t>(l)], ln2, branch);
@@ -72,9 +71,8 @@ void Model::mlp_forward(int l, BlockActs& a, const Tensor& x, const Tensor& out)
   }
   const int C = o_.hidden, F = lf_;
   const Tensor fc = act(a.fc), h = act(a.act);
-  if (o_.arch == Arch::kGpt2) {
-    be_->matmul_forward(fc, x, pspan(p.fc_w, {F, C}), pspan(p.fc_b, {F}), N_, C, F);
-    be_->gelu_forward(h, fc);
+  if (o_.arch == Arch::kGpt2) {  // fc = x W^T + b, h = gelu(fc)
+    be_->matmul_gelu_forward(h, fc, x, pspan(p.fc_w, {F, C}), pspan(p.fc_b, {F}), N_, C, F);
   } else {
     // gate and up: this rank's columns of each, consecutive (one [2F, C] GEMM).
     be_->matmul_forward(fc, x, pspan(p.fc_w, {2 * F, C}), Tensor{}, N_, C, 2 * F);
@@ -93,13 +91,19 @@ void Model::mlp_backward(int l, BlockActs& a, const Tensor& x, const Tensor& dou
   const int C = o_.hidden, F = lf_, FC = lfc_;
   const bool gpt2 = o_.arch == Arch::kGpt2;
   const Tensor dact = act(dact_), dfc = act(dfc_);
-  be_->zero(dact);
-  linear_backward(site(l, 0), dact, p.proj_w, p.proj_b, {C, F}, {C}, dout, act(a.act), N_, F, C);
-  be_->zero(dfc);
-  if (gpt2) {
-    be_->gelu_backward(dfc, act(a.fc), dact);
+  if (gpt2 && part_ != BackwardPart::kInput) {
+    // The projection's backward and GELU's in one op (dfc written; dact its scratch).
+    be_->matmul_gelu_backward(dfc, gspan(p.proj_w, {C, F}), gspan(p.proj_b, {C}), dout, act(a.act),
+                              pspan(p.proj_w, {C, F}), act(a.fc), dact, N_, F, C);
   } else {
-    be_->swiglu_backward(dfc, act(a.fc), dact, N_, F);
+    be_->zero(dact);
+    linear_backward(site(l, 0), dact, p.proj_w, p.proj_b, {C, F}, {C}, dout, act(a.act), N_, F, C);
+    be_->zero(dfc);
+    if (gpt2) {
+      be_->gelu_backward(dfc, act(a.fc), dact);
+    } else {
+      be_->swiglu_backward(dfc, act(a.fc), dact, N_, F);
+    }
   }
   linear_backward(site(l, 1), dx, p.fc_w, p.fc_b, {FC, C}, {FC}, dfc, x, N_, C, FC);
 }

@@ -628,6 +628,17 @@ void Model::norm_forward(const Tensor& out, const Tensor& mean, const Tensor& rs
   }
 }
 
+void Model::residual_norm_forward(const Tensor& res, const Tensor& out, const Tensor& mean, const Tensor& rstd,
+                                  const Tensor& a, const Tensor& b, int w, int bias) {
+  const int C = o_.hidden;
+  if (o_.arch == Arch::kGpt2) {
+    be_->residual_layernorm_forward(res, out, mean.slice(0, {R_}), rstd.slice(0, {R_}), a, b, param(w),
+                                    bias >= 0 ? param(bias) : Tensor{}, R_, C, o_.norm_eps);
+  } else {
+    be_->residual_rmsnorm_forward(res, out, rstd.slice(0, {R_}), a, b, param(w), R_, C, o_.norm_eps);
+  }
+}
+
 void Model::norm_backward(const Tensor& dinp, int w, int b, const Tensor& dout,
                           const Tensor& inp, const Tensor& mean, const Tensor& rstd) {
   const int C = o_.hidden;

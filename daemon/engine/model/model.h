@@ -246,6 +246,9 @@ class Model {
                     int w, int b);
   void norm_backward(const Tensor& dinp, int w, int b, const Tensor& dout, const Tensor& inp,
                      const Tensor& mean, const Tensor& rstd);
+  // res = a + b, then out = norm(res): norm_forward after a residual add, as one backend op.
+  void residual_norm_forward(const Tensor& res, const Tensor& out, const Tensor& mean, const Tensor& rstd,
+                             const Tensor& a, const Tensor& b, int w, int bias);
   // Blocks (block.cc): out = block(in); backward turns dres = dL/d(out) into dL/d(in) in place.
   void block_forward(int l, const Tensor& in, const Tensor& out, BlockActs& a);
   void block_backward(int l, const Tensor& in, const Tensor& dres, BlockActs& a);

@@ -62,26 +62,27 @@ OptimizerStepStats AdamW::step(float lr, float grad_norm) {
     st.clip_scale = coef < 1.0f ? coef : 1.0f;
   }
   ++t_;
-  // Each run of the shard (the whole buffer unsharded), each tensor's part of it with its
-  // own weight-decay flag.
+  AdamWArgs args;
+  args.lr = lr;
+  args.beta1 = o_.beta1;
+  args.beta2 = o_.beta2;
+  args.eps = o_.eps;
+  args.t = t_;
+  args.grad_scale = st.clip_scale;
+  // Each run of the shard (the whole buffer unsharded) in one call: each tensor's part of it
+  // is a range with its own weight decay (none on norms and biases).
+  std::vector<Backend::AdamWRange> ranges;
   for (const model::ShardOptions::Run& r : model_->shard_runs()) {
-    const Tensor params = model_->shard_params(r);
+    ranges.clear();
     for (const model::ParamSpec& v : model_->table().specs()) {
       const int64_t lo = std::max(r.begin, v.offset), hi = std::min(r.end, v.offset + v.numel());
       if (lo >= hi) continue;
-      AdamWArgs args;
-      args.lr = lr;
-      args.beta1 = o_.beta1;
-      args.beta2 = o_.beta2;
-      args.eps = o_.eps;
-      args.weight_decay = v.no_decay ? 0.0f : o_.weight_decay;
-      args.t = t_;
-      args.grad_scale = st.clip_scale;
-      const Shape piece{hi - lo};
-      const int64_t at = r.at + (lo - r.begin);  // in the shard buffers
-      be.adamw(params.slice(lo - r.begin, piece), master_.empty() ? Tensor{} : master_.slice(at, piece),
-               m_.slice(at, piece), v_.slice(at, piece), grads.slice(at, piece), args);
+      ranges.push_back({lo - r.begin, hi - r.begin, v.no_decay ? 0.0f : o_.weight_decay});
     }
+    if (ranges.empty()) continue;
+    const Shape len{r.end - r.begin};  // the run, in the shard buffers from r.at
+    be.adamw_multi(model_->shard_params(r), master_.empty() ? Tensor{} : master_.slice(r.at, len),
+                   m_.slice(r.at, len), v_.slice(r.at, len), grads.slice(r.at, len), ranges, args);
   }
   return st;
 }
