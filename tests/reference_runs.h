@@ -78,11 +78,21 @@ inline std::string key_hash(const std::string& key) {
 }
 
 // `partrain run JOB ARGS...` on this build, one thread per rank, trained at most once per
-// (job text, args, build); a test failure (with its stderr) when the run fails.
-inline ReferenceRun reference_run(const std::string& job, const std::vector<std::string>& args) {
+// (job text, args, environment, build); a test failure (with its stderr) when the run fails.
+// `env` adds variables to the run's environment (e.g. PARTRAIN_CUDA_MODULE, the emulated
+// GPU): they are part of the key, and so is the file a value names, as the build's are.
+inline ReferenceRun reference_run(const std::string& job, const std::vector<std::string>& args,
+                                  const std::map<std::string, std::string>& env = {}) {
   std::string key = slurp(job) + '\0';
   for (const std::string& a : args) key += a + '\0';
   key += build_stamp();
+  for (const auto& [name, value] : env) {
+    key += name + '=' + value + '\0';
+    struct stat st {};
+    if (!value.empty() && value[0] == '/' && ::stat(value.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+      key += std::to_string(st.st_size) + " " + std::to_string(st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec) + '\0';
+    }
+  }
   const fs::path root = PARTRAIN_REFERENCE_RUNS_DIR;
   fs::create_directories(root);
   const fs::path done = root / key_hash(key);
@@ -96,11 +106,11 @@ inline ReferenceRun reference_run(const std::string& job, const std::vector<std:
     const ScratchDir work("partrain-reference");
     std::vector<std::string> argv{PARTRAIN_CLI, "run", job};
     argv.insert(argv.end(), args.begin(), args.end());
-    const Proc p = start(argv,
-                         {{"PARTRAIN_SITE_CONFIG", PARTRAIN_SITE_CONFIG_FILE},
-                          {"PARTRAIN_RUN_DIR", (work.path() / "run").string()},
-                          {"OMP_NUM_THREADS", "1"}},
-                         work.path().string(), "reference");
+    std::map<std::string, std::string> run_env = env;
+    run_env["PARTRAIN_SITE_CONFIG"] = PARTRAIN_SITE_CONFIG_FILE;
+    run_env["PARTRAIN_RUN_DIR"] = (work.path() / "run").string();
+    run_env["OMP_NUM_THREADS"] = "1";
+    const Proc p = start(argv, run_env, work.path().string(), "reference");
     const int code = wait_exit(p.pid);
     EXPECT_EQ(code, 0) << "reference run " << job << ": " << slurp(p.err);
     if (code == 0) {

@@ -37,18 +37,29 @@ Status check_supported(const JobConfig& job, const Layout& layout) {
     return Status::invalid(fmt::format("{}: [job] device = {}: the pipeline executor runs on CPU ranks (Gloo) "
                                        "in this version; use --device cpu, or drop pp", what, job.device));
   }
-  // bf16 storage on CPU ranks (a test mode) runs plain dp only, as GPU ranks do: the other
-  // strategies move fp32 buffers in this version.
-  if (job.device == "cpu" && job.precision == "bf16" &&
-      (layout.tp() > 1 || layout.ep() > 1 || layout.pp() > 1 || layout.cp() > 1 || job.parallelism.zero > 0)) {
-    return Status::invalid(fmt::format(
-        "{}: [job] precision = \"bf16\" on CPU ranks runs plain data parallelism only in this version "
-        "(tp, ep, pp, cp and zeroN move fp32 buffers); use precision = \"fp32\"", what));
-  }
   if (job.device == "cuda" && layout.tp() > 1) {
     return Status::invalid(fmt::format("tp{} with [job] device = cuda: tensor parallelism runs on fp32 CPU "
                                        "ranks in this version (the CUDA backend keeps bf16); use dp alone on "
                                        "GPUs, or train tp on CPU ranks (--device cpu)", layout.tp()));
+  }
+  if (job.device != "cpu" && job.parallelism.zero > 0) {
+    return Status::invalid(fmt::format("{}: [job] device = {}: the zero{} plugin adds its reduced gradients "
+                                       "on the host in this version; use plain dp on GPUs, or train ZeRO on "
+                                       "CPU ranks (--device cpu)", what, job.device, job.parallelism.zero));
+  }
+  // bf16 storage (a test mode on CPU ranks, the default on GPUs) runs plain dp only: the other
+  // strategies move fp32 buffers through the plugins' fp32 ABI in this version.
+  const bool bf16 = job.precision == "bf16" || (job.device != "cpu" && job.precision.empty());
+  if (bf16 && (layout.tp() > 1 || layout.ep() > 1 || layout.pp() > 1 || layout.cp() > 1 || job.parallelism.zero > 0)) {
+    if (job.device == "cpu") {
+      return Status::invalid(fmt::format(
+          "{}: [job] precision = \"bf16\" on CPU ranks runs plain data parallelism only in this version "
+          "(tp, ep, pp, cp and zeroN move fp32 buffers); use precision = \"fp32\"", what));
+    }
+    return Status::invalid(fmt::format(
+        "{}: [job] precision = \"bf16\" (the default on GPUs) runs plain data parallelism only in this "
+        "version (tp, ep, pp, cp and zeroN move fp32 buffers); set [job] precision = \"fp32\" in the job "
+        "file, or drop them", what));
   }
   return Status::ok();
 }

@@ -2,15 +2,20 @@
 // (partraind, `partrain run --nproc`) calls it after validate_layout, and the worker calls it
 // again as a guard. Each refusal is one line naming the combination and the fix (exit 2).
 //
-// The table, as of this version:
+// The table, as of this version (GPU ranks: also the emulated GPU, daemon/gpu/emu, which
+// proves in CI what runs there: tests/runtime/emu_layout_test.cc):
 //   cp on [job] device = cuda      not run yet (cp runs on CPU ranks)
 //   cp x tp with sp                each cp rank's seq_len / cp rows must split over tp
 //   tp on a MoE model, (seq_len / cp) % tp != 0
 //                                  refused: each tp rank routes its own 1/tp of its cp rank's
 //                                  tokens (cp x tp x MoE runs: the router gathers the logits
 //                                  over tp, then cp, and routes the micro-batch in order)
-//   tp, pp on [job] device = cuda  not run yet (GPU ranks run plain dp)
-//   [job] precision = "bf16" on CPU ranks with tp, ep, pp, cp or zeroN: not run yet
+//   tp, pp on [job] device = cuda  not run yet (GPU ranks run dp and ep)
+//   zeroN on [job] device = cuda   not run yet (the plugin adds its reduced gradients on
+//                                  the host)
+//   [job] precision = "bf16" (the GPU default; a test mode on CPU ranks) with tp, ep, pp,
+//   cp or zeroN                    not run yet: the plugins' ABI moves fp32 buffers (set
+//                                  precision = "fp32")
 // A schedule that splits backward (ZB-H1) with recompute, MoE or tp is refused when the
 // schedule is built (worker/pipeline_plan.h), the only check that needs the plugin.
 #pragma once

@@ -19,7 +19,7 @@ const std::vector<StrategySupport> kStrategies = {
     {"tp", true, false},
     {"sp", true, false},
     {"pp", true, false},
-    {"ep", true, false},
+    {"ep", true, true},
     {"cp", true, false},
 };
 

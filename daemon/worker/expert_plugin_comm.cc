@@ -72,7 +72,8 @@ Status ExpertPluginComm::step_end(partrain_expert_stats_v1_t* stats) {
 
 Status reduce_expert_grads(ExpertPluginComm& comm, engine::model::Model& model, float scale) {
   const auto& specs = model.table().specs();
-  float* grads = model.grads().ptr<float>();
+  const engine::Tensor all = model.grads();
+  float* grads = all.ptr<float>();
   for (size_t i = 0; i < specs.size();) {
     if (!specs[i].expert) {
       ++i;
@@ -81,7 +82,10 @@ Status reduce_expert_grads(ExpertPluginComm& comm, engine::model::Model& model, 
     const int64_t lo = specs[i].offset;
     while (i < specs.size() && specs[i].expert) ++i;
     const int64_t hi = i < specs.size() ? specs[i].offset : model.num_params();
-    PARTRAIN_RETURN_IF_ERROR(comm.reduce_expert_grads(grads + lo, static_cast<size_t>(hi - lo), scale));
+    // Scaled first, by the backend where the gradients live (the sum stays in range); the
+    // plugin, which never touches the buffer, applies no scale of its own.
+    model.backend().scale(all.slice(lo, engine::Shape{hi - lo}), scale);
+    PARTRAIN_RETURN_IF_ERROR(comm.reduce_expert_grads(grads + lo, static_cast<size_t>(hi - lo), 1.0f));
   }
   return Status::ok();
 }

@@ -40,6 +40,8 @@ Result<Strategies> load_strategies(const config::JobConfig& job, const Layout& l
   if (layout.ep() > 1) {
     Result<Loaded<plugin::ExpertPlugin>> e = load<plugin::ExpertPlugin>(plugin_dir, "ep", job, log);
     if (!e) return e.status();
+    const plugin::PluginInfo& info = e->plugin->info();
+    PARTRAIN_RETURN_IF_ERROR(check_plugin_memory(job.device, info.capabilities, info.name, info.path, "expert"));
     s.expert = std::move(e).value();
   }
   if (layout.cp() > 1) {  // the spec's cpimpl=NAME

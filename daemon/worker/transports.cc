@@ -149,12 +149,13 @@ Status bind_to_backend(comm::Communicator& c, engine::Backend& backend) {
 }
 
 Status check_plugin_memory(const std::string& device, uint64_t capabilities, const std::string& name,
-                           const std::string& path) {
+                           const std::string& path, const std::string& family) {
   if (device != "cuda" || (capabilities & PARTRAIN_CAP_CUDA) != 0) return Status::ok();
+  const std::string instead = family == "data" ? "use plain dp (zero0) on GPUs" : "use a plugin that takes GPU memory";
   return Status::invalid(fmt::format(
-      "{}: the data plugin {} works on host buffers only (no PARTRAIN_CAP_CUDA), but [job] device = "
-      "cuda hands it GPU memory; use plain dp (zero0) on GPUs, or train on CPU ranks (--device cpu)",
-      path, name));
+      "{}: the {} plugin {} works on host buffers only (no PARTRAIN_CAP_CUDA), but [job] device = "
+      "cuda hands it GPU memory; {}, or train on CPU ranks (--device cpu)",
+      path, family, name, instead));
 }
 
 uint64_t buffer_memory_feature(const std::string& device) {

@@ -81,10 +81,11 @@ inline comm::Buffer tensor_buffer(const engine::Tensor& t, comm::Memory memory) 
 // Gloo (a CPU backend computes synchronously).
 Status bind_to_backend(comm::Communicator& c, engine::Backend& backend);
 
-// The data plugin against the device: invalid, naming the plugin's file and the fix, when a
-// GPU rank would hand device memory to a plugin without PARTRAIN_CAP_CUDA.
+// A plugin of `family` ("data", "expert") against the device: invalid, naming the plugin's
+// file and the fix, when a GPU rank would hand device memory to a plugin without
+// PARTRAIN_CAP_CUDA.
 Status check_plugin_memory(const std::string& device, uint64_t capabilities, const std::string& name,
-                           const std::string& path);
+                           const std::string& path, const std::string& family = "data");
 // PARTRAIN_HOST_CUDA_BUFFERS on GPU ranks, else 0: OR it into the plugin's host_features.
 uint64_t buffer_memory_feature(const std::string& device);
 

@@ -1,8 +1,8 @@
 // `--device cuda` with several workers, as far as a machine without a GPU can check it: the
 // refusal when the node has fewer GPUs than local workers (exit 2, one line with the fix),
 // the GPU each worker is given (CUDA_VISIBLE_DEVICES, read back by a stand-in worker that the
-// real agent spawns), the device taken from the job file under partraind, and a host-only
-// data plugin and tensor parallelism refused on GPU ranks before any GPU is touched. The
+// real agent spawns), the device taken from the job file under partraind, and
+// ZeRO and tensor parallelism refused on GPU ranks before any worker starts. The
 // training runs themselves are gpu_runtime_test (label gpu).
 #include <sys/stat.h>
 
@@ -118,15 +118,16 @@ TEST_F(Device, TensorParallelIsRefusedOnGpuRanks) {
                               "this version"), std::string::npos) << slurp(p.err);
 }
 
-TEST_F(Device, HostOnlyDataPluginIsRefusedOnGpuRanks) {
-  // Two GPUs named (none needs to exist): the workers refuse zero1 before touching CUDA.
+TEST_F(Device, ZeroIsRefusedOnGpuRanksBeforeAnyWorker) {
+  // Two GPUs named (none needs to exist): refused before any worker starts, in one line.
   std::map<std::string, std::string> e = env("zero");
   e["CUDA_VISIBLE_DEVICES"] = "0,1";
   Proc p = start({PARTRAIN_CLI, "run", kTiny, "--partrain=dp2,zero1", "--nproc", "2", "--device", "cuda",
                   "--steps", "2"}, e, dir_, "zero");
   EXPECT_EQ(wait_exit(p.pid), 2);
-  EXPECT_NE(slurp(p.err).find("zero1.so: the data plugin zero1 works on host buffers only (no "
-                              "PARTRAIN_CAP_CUDA)"), std::string::npos) << slurp(p.err);
+  EXPECT_EQ(lines(slurp(p.err)), 1) << slurp(p.err);
+  EXPECT_NE(slurp(p.err).find("[job] device = cuda: the zero1 plugin adds its reduced gradients on the host"),
+            std::string::npos) << slurp(p.err);
 }
 
 }  // namespace

@@ -42,11 +42,15 @@ std::vector<size_t> times(const std::vector<size_t>& rows, int C) {
 void Model::moe_ep_forward(int l, MoeState& s, const Tensor& x, const Tensor& out) {
   const int E = o_.moe_experts, C = o_.hidden, P = ep_.size;
   const int El = E / P;
-  // The counts first: rank p learns how many rows each source sends to each of its experts.
+  // The counts first: rank p learns how many rows each source sends to each of its experts
+  // (through backend memory, where the ep group's collectives take their buffers).
   s.send_counts.assign(s.count.begin(), s.count.end());
   s.recv_counts.resize(static_cast<size_t>(E));
   const std::vector<size_t> per_rank(static_cast<size_t>(P), static_cast<size_t>(El));
-  ep_comm_->all_to_allv(s.send_counts.data(), per_rank, s.recv_counts.data(), per_rank);
+  const Tensor send = s.counts.slice(0, {E}), recv = s.counts.slice(E, {E});
+  be_->to_device(send, s.send_counts.data());
+  ep_comm_->all_to_allv(send.ptr<float>(), per_rank, recv.ptr<float>(), per_rank);
+  be_->to_host(s.recv_counts.data(), recv);
   std::vector<int> incoming(static_cast<size_t>(E));
   for (int i = 0; i < E; ++i) incoming[static_cast<size_t>(i)] = static_cast<int>(s.recv_counts[static_cast<size_t>(i)]);
   s.plan = plan_dispatch(s.count, incoming, P);

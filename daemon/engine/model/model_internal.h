@@ -62,6 +62,7 @@ struct MoeState {
   Tensor xsend;                 // [E * cap_max, C]: packed x, then dy, then dx coming back
   Tensor yback;                 // [E * cap_max, C]: the experts' outputs, back on the source
   Tensor dyrecv, dxrecv;        // [E * cap_max, C]: the received rows' dy and their dx
+  Tensor counts;                // F32 [2E]: the rows sent to each expert, then received (backend memory)
   std::vector<int32_t> host_send_idx;
   std::vector<float> host_send_gate, send_counts, recv_counts;
   // Tensor parallel: this rank's choice counts and probability sums ([3E]) and every rank's.

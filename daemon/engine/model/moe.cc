@@ -70,6 +70,7 @@ Status Model::moe_allocate(int /*l*/, MoeState& s) {
         {&s.send_idx, MC::kActivations, DType::kI32, {S}}, {&s.send_gate, MC::kActivations, DType::kF32, {S}},
         {&s.xsend, MC::kWorkspace, ad, {S, C}},           {&s.yback, MC::kActivations, ad, {S, C}},
         {&s.dyrecv, MC::kWorkspace, ad, {S, C}},          {&s.dxrecv, MC::kWorkspace, ad, {S, C}},
+        {&s.counts, MC::kWorkspace, DType::kF32, {2 * E}},
     };
     for (const Want& w : more) {
       Result<Tensor> t = alloc(w.c, w.d, w.s);

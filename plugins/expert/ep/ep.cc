@@ -6,6 +6,11 @@
 // for at once (the next layer needs its rows). The engine decides what goes where; the
 // plugin decides how it travels and counts it for the step's statistics.
 //
+// It never reads or writes a buffer itself, so it takes device memory on GPU ranks
+// (PARTRAIN_CAP_CUDA): partrain scales the experts' gradients on the device and passes scale
+// 1, which the plugin does not apply (a scale other than 1 is applied on the host, as an
+// older partrain on CPU ranks asks).
+//
 // [plugins.ep] in the job file: no keys yet; any key is refused.
 //
 // Sees only the SDK headers: builds in tree exactly as out of tree.
@@ -41,7 +46,9 @@ class ExpertParallel : public partrain::sdk::ExpertStrategy {
     });
   }
   void reduce_expert_grads(float* data, size_t count, float scale) override {
-    for (size_t i = 0; i < count; ++i) data[i] *= scale;  // scaled first: the sum stays in range
+    if (scale != 1.0f) {  // scaled first: the sum stays in range (host memory: CPU ranks only)
+      for (size_t i = 0; i < count; ++i) data[i] *= scale;
+    }
     if (!has_edp_) return;
     timed(count, [&] {
       partrain::sdk::wait(edp_, partrain::sdk::start_all_reduce(edp_, data, count, PARTRAIN_REDUCE_SUM));
@@ -71,6 +78,6 @@ class ExpertParallel : public partrain::sdk::ExpertStrategy {
 
 }  // namespace
 
-PARTRAIN_EXPERT_PLUGIN(ExpertParallel, "ep", "1.0.0", PARTRAIN_CAP_CPU,
+PARTRAIN_EXPERT_PLUGIN(ExpertParallel, "ep", "1.0.0", PARTRAIN_CAP_CPU | PARTRAIN_CAP_CUDA,
                        "expert parallel (MoE): all-to-all dispatch and combine on the ep group, "
                        "expert gradients summed over the expert-data-parallel group")
