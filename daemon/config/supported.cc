@@ -42,11 +42,6 @@ Status check_supported(const JobConfig& job, const Layout& layout) {
                                        "ranks in this version (the CUDA backend keeps bf16); use dp alone on "
                                        "GPUs, or train tp on CPU ranks (--device cpu)", layout.tp()));
   }
-  if (job.device != "cpu" && job.parallelism.zero > 0) {
-    return Status::invalid(fmt::format("{}: [job] device = {}: the zero{} plugin adds its reduced gradients "
-                                       "on the host in this version; use plain dp on GPUs, or train ZeRO on "
-                                       "CPU ranks (--device cpu)", what, job.device, job.parallelism.zero));
-  }
   // bf16 storage (a test mode on CPU ranks, the default on GPUs) runs plain dp only: the other
   // strategies move fp32 buffers through the plugins' fp32 ABI in this version.
   const bool bf16 = job.precision == "bf16" || (job.device != "cpu" && job.precision.empty());

@@ -13,9 +13,9 @@ namespace {
 // refusal goes).
 const std::vector<StrategySupport> kStrategies = {
     {"dp", true, true},
-    {"zero1", true, false},
-    {"zero2", true, false},
-    {"zero3", true, false},
+    {"zero1", true, true},
+    {"zero2", true, true},
+    {"zero3", true, true},
     {"tp", true, false},
     {"sp", true, false},
     {"pp", true, false},

@@ -88,7 +88,9 @@ Status ParallelHooks::sync_grads(train::StepMetrics* m) {
   }
   if (a_.expert_data != nullptr) {  // ZeRO: the experts were reduced over expert-dp with the rest
     PARTRAIN_RETURN_IF_ERROR(a_.expert_data->grads_done(nullptr));
-  } else if (a_.expert != nullptr) {
+  }
+  for (ZeroComm* z : a_.zero) PARTRAIN_RETURN_IF_ERROR(z->finish_grads());  // staged results into the shards
+  if (a_.expert_data == nullptr && a_.expert != nullptr) {  // (under ZeRO the experts go with the rest)
     PARTRAIN_RETURN_IF_ERROR(a_.expert->status());
     for (train::ModelPart& p : trainer_.parts()) {
       PARTRAIN_RETURN_IF_ERROR(reduce_expert_grads(*a_.expert, *p.model, 1.0f / static_cast<float>(a_.dp * a_.cp)));
@@ -253,7 +255,8 @@ Status ParallelHooks::after_step(train::StepMetrics* m) {
   if (stage() == 1 || stage() == 2) {  // every rank stepped its shard: gather the full parameters
     for (size_t i = 0; i < trainer_.parts().size(); ++i) {
       train::ModelPart& p = trainer_.parts()[i];
-      PARTRAIN_RETURN_IF_ERROR(a_.zero[i]->gather_in_place(p.model->params(), 0, p.model->num_params()));
+      PARTRAIN_RETURN_IF_ERROR(
+          a_.zero[i]->gather_in_place(p.model->params(), 0, p.model->num_params(), p.model->shard_runs()));
     }
   }
   for (DataPluginComm* d : {a_.data, a_.expert_data}) {

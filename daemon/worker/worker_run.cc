@@ -131,8 +131,10 @@ Status RankTraining::init_data_plugin(train::RunOptions* o) {
       numel[static_cast<size_t>(v)] += static_cast<size_t>(views.size(static_cast<engine::model::View>(v)));
     }
   }
+  // GPU ranks: device buffers, and the gradient shard staged (ZeroComm adds the plugin's results).
+  const uint64_t device = buffer_memory_feature(job_.device);
   const uint64_t features = PARTRAIN_HOST_SHARD_OPTIMIZER | PARTRAIN_HOST_SHARD_GRADS | PARTRAIN_HOST_SHARD_PARAMS |
-                            buffer_memory_feature(job_.device);
+                            device | (device != 0 ? PARTRAIN_HOST_SHARD_STAGED : 0);
   data_ = std::make_unique<DataPluginComm>(loaded.plugin->v1(), loaded.plugin->v2());
   PARTRAIN_RETURN_IF_ERROR(data_->init(loaded.config, run_.groups->data_group(), run_.rank, numel[0], features));
   const partrain_data_plan_v2_t& plan = data_->plan();
@@ -162,7 +164,8 @@ Status RankTraining::plug_strategies() {
     for (train::ModelPart& p : trainer_->parts()) {
       zero_.push_back(std::make_unique<ZeroComm>(std::array<DataPluginComm*, engine::model::kNumViews>{
                                                      data_.get(), expert_data_.get()},
-                                                 run_.groups->data_host(), p.views, p.view_offset, layout_.ep()));
+                                                 run_.groups->data_host(), p.views, p.view_offset, layout_.ep(),
+                                                 &trainer_->backend(), buffer_memory_feature(job_.device) != 0));
     }
   }
   if (const Loaded<plugin::TensorPlugin>& t = run_.strategies->tensor; t) {

@@ -21,10 +21,16 @@
 // over expert-dp (dp / ep ranks), so each piece is scaled by 1/ep first (exact for ep a
 // power of two): (1/ep) x sum / (dp/ep) = sum / dp. Under tp the routers and experts
 // (ParamSpec::tp_summed: each tp rank routed its own tokens) are summed over tp first.
+//
+// GPU ranks (staged): the plugin cannot add on the device, so it writes each reduced range
+// into a staging shard (PARTRAIN_HOST_SHARD_STAGED) and this object adds it into the shard
+// with the backend once the plugin released the range (release_grads) or finished the step
+// (finish_grads); the in-place gather after the step sends from a device copy of the shard.
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <utility>
 #include <vector>
 
@@ -43,7 +49,8 @@ class ZeroComm final : public engine::model::ShardComm {
   // each plugin's view; `ep` the expert-parallel degree.
   ZeroComm(std::array<DataPluginComm*, engine::model::kNumViews> plugins, comm::Communicator* dp_host,
            const engine::model::PartViews& views, std::array<int64_t, engine::model::kNumViews> view_offset,
-           int ep);
+           int ep, engine::Backend* backend, bool staged);
+  ~ZeroComm() override;
   // Under tp: the part's table (its tp_summed tensors) and the tp group's collectives, which
   // must outlive this object.
   void sum_over_tp(const engine::model::ParamTable& table, engine::model::TensorComm* tp);
@@ -54,8 +61,12 @@ class ZeroComm final : public engine::model::ShardComm {
   void wait_params(const engine::Tensor& dst) override;
   double sum(double x) override;  // over the dp group's host channel
   // Stage 1/2: flat range [offset, offset + count) of `flat` (the part's parameters, which
-  // hold this rank's shard in place) gathered from every rank's shard, then waited for.
-  Status gather_in_place(const engine::Tensor& flat, int64_t offset, int64_t count);
+  // hold this rank's shard in place, as `runs`) gathered from every rank's shard, then waited
+  // for.
+  Status gather_in_place(const engine::Tensor& flat, int64_t offset, int64_t count,
+                         const std::vector<engine::model::ShardOptions::Run>& runs);
+  // The data plugins' grads_done returned: every staged result is added into the shard.
+  Status finish_grads();
   const Status& status() const { return status_; }
 
  private:
@@ -66,6 +77,17 @@ class ZeroComm final : public engine::model::ShardComm {
   size_t in_view(const engine::model::ViewRun& piece) const {
     return static_cast<size_t>(view_offset_[static_cast<size_t>(piece.view)] + piece.at);
   }
+
+  // Staged: the results the plugin wrote for a piece, not yet added into the shard.
+  struct Staged {
+    DataPluginComm* plugin = nullptr;
+    size_t in_view = 0, count = 0;  // the piece, in the plugin's view
+    engine::Tensor shard;           // the shard buffer it goes into
+    int64_t at = 0, n = 0;          // its elements of the shard buffer
+  };
+  void add_staged(const std::function<bool(const Staged&)>& done);
+  // A scratch buffer of n fp32 elements in `t` (kept; grown on demand).
+  Status scratch(engine::Tensor* t, int64_t n, engine::MemCategory category);
 
   std::array<DataPluginComm*, engine::model::kNumViews> plugins_;
   comm::Communicator* dp_host_;
@@ -78,6 +100,11 @@ class ZeroComm final : public engine::model::ShardComm {
   std::vector<engine::model::FlatRange> tp_summed_;  // flat ranges of the tp_summed tensors
   // The gathers into each destination: (plugin, piece destination) to wait for.
   std::vector<std::pair<float*, std::vector<std::pair<DataPluginComm*, float*>>>> gathers_;
+  engine::Backend* be_;
+  bool staged_;
+  engine::Tensor staging_;     // staged: the gradient shard's staging area
+  engine::Tensor shard_copy_;  // staged: the parameter shard sent by gather_in_place
+  std::vector<Staged> pending_;
   Status status_;
 };
 

@@ -92,6 +92,12 @@ typedef struct partrain_strategy_v1 {
 #define PARTRAIN_HOST_SHARD_OPTIMIZER ((uint64_t)1 << 0) /* AdamW on the shard only (stage 1) */
 #define PARTRAIN_HOST_SHARD_GRADS ((uint64_t)1 << 1)     /* gradients kept as shards (stage 2) */
 #define PARTRAIN_HOST_SHARD_PARAMS ((uint64_t)1 << 2)    /* parameters kept as shards (stage 3) */
+/* (1 << 3) is PARTRAIN_HOST_CUDA_BUFFERS, abi.h.) Set with it on GPU ranks, stage >= 1: the
+ * shard_grads grads_ready passes is the host's staging area of the gradient shard, and the
+ * plugin WRITES its part of each averaged range there (it cannot add on the device); the host
+ * adds it into the shard once a grads_release covering the range, or grads_done, returned.
+ * Clear: the plugin adds into shard_grads itself, as grads_ready says. */
+#define PARTRAIN_HOST_SHARD_STAGED ((uint64_t)1 << 4)
 
 /* What a data-family plugin is given at init (v2). */
 typedef struct partrain_init_args_v2 {

@@ -12,6 +12,12 @@
 // or grads_done). Parameters: params_gather all-gathers a range, each rank sending the part
 // inside its shard (zero1/2: the whole buffer after the step; zero3: one segment at a time).
 //
+// GPU ranks (PARTRAIN_HOST_CUDA_BUFFERS): every buffer is device memory the plugin never
+// reads or writes; the host stages the shard (PARTRAIN_HOST_SHARD_STAGED), so each bucket is
+// reduce-scattered straight into the host's staging area and the host adds it into the
+// shard; a gather whose own part lies inside its destination is refused (the host passes a
+// copy on GPU ranks).
+//
 // [plugins.zeroN] in the job file:
 //   bucket_mb = 25   gradient reduce-scatter bucket, MiB of float32. Default: 25
 //   prefetch = 1     zero3 only: blocks gathered ahead of the one computing. Default: 1
@@ -43,7 +49,10 @@ double ms_between(Clock::time_point a, Clock::time_point b) {
 class Zero : public partrain::sdk::Strategy {
  public:
   Zero(const partrain_init_args_v2_t& args, partrain_data_plan_v2_t* plan)
-      : comm_(*args.dp), n_(args.num_params) {
+      : comm_(*args.dp),
+        n_(args.num_params),
+        device_((args.host_features & PARTRAIN_HOST_CUDA_BUFFERS) != 0),
+        staged_((args.host_features & PARTRAIN_HOST_SHARD_STAGED) != 0) {
     const uint64_t need = kStage == 1   ? PARTRAIN_HOST_SHARD_OPTIMIZER
                           : kStage == 2 ? PARTRAIN_HOST_SHARD_OPTIMIZER | PARTRAIN_HOST_SHARD_GRADS
                                         : PARTRAIN_HOST_SHARD_OPTIMIZER | PARTRAIN_HOST_SHARD_GRADS |
@@ -51,6 +60,11 @@ class Zero : public partrain::sdk::Strategy {
     if ((args.host_features & need) != need) {
       throw partrain::sdk::Error(PARTRAIN_EINVAL, kName + ": this partrain cannot keep the state "
                                  "ZeRO stage " + std::to_string(kStage) + " shards; use dp or a lower stage");
+    }
+    if (device_ && !staged_) {
+      throw partrain::sdk::Error(PARTRAIN_EINVAL, kName + ": this partrain hands device buffers without a staged "
+                                 "gradient shard (PARTRAIN_HOST_SHARD_STAGED), which " + kName + " needs to add its "
+                                 "reduced gradients on the device; use dp on GPUs, or a newer partrain");
     }
     std::vector<std::string> keys{"bucket_mb"};
     if (kStage == 3) keys.push_back("prefetch");
@@ -136,6 +150,10 @@ class Zero : public partrain::sdk::Strategy {
     const float* in = shard + (std::max(offset, begin_) - begin_);
     // In place (the shard inside dst, zero1/2 after the step): send from a copy.
     if (mine > 0 && in < dst + count && dst < in + mine) {
+      if (device_) {
+        throw partrain::sdk::Error(PARTRAIN_EINTERNAL, kName + ": a gather from a shard inside its destination "
+                                   "on device buffers; the host must pass a copy of the shard");
+      }
       g.copy.assign(in, in + mine);
       in = g.copy.data();
     }
@@ -168,8 +186,8 @@ class Zero : public partrain::sdk::Strategy {
   struct Reduce {
     size_t lo = 0, hi = 0;
     void* work = nullptr;
-    std::vector<float> out;  // this rank's part of the reduced bucket
-    float* add_to = nullptr; // where it goes in the gradient shard
+    std::vector<float> out;  // this rank's part of the reduced bucket (host buffers)
+    float* add_to = nullptr; // where it goes in the gradient shard (staged: written there)
   };
   struct Gather {
     float* dst = nullptr;
@@ -198,22 +216,29 @@ class Zero : public partrain::sdk::Strategy {
     r.lo = lo_;
     r.hi = hi_;
     const std::vector<size_t> counts = parts(lo_, hi_);
-    r.out.resize(std::max<size_t>(1, counts[static_cast<size_t>(comm_.rank)]));
-    r.add_to = shard_ + (std::max(lo_, begin_) - begin_);
+    const size_t mine = counts[static_cast<size_t>(comm_.rank)];
+    r.add_to = mine > 0 ? shard_ + (std::max(lo_, begin_) - begin_) : nullptr;
+    float* out = r.add_to;  // staged: straight into the host's staging area
+    if (!staged_) {
+      r.out.resize(std::max<size_t>(1, mine));
+      out = r.out.data();
+    }
     note_start();
-    r.work = partrain::sdk::start_reduce_scatter(comm_, data_, r.out.data(), counts, PARTRAIN_REDUCE_AVG);
+    r.work = partrain::sdk::start_reduce_scatter(comm_, data_, out, counts, PARTRAIN_REDUCE_AVG);
     stats_.bytes += (hi_ - lo_) * sizeof(float);
     ++stats_.collectives;
     reduces_.push_back(std::move(r));
     lo_ = hi_ = 0;
   }
 
-  // Waits for the oldest reduction and adds its result into the gradient shard.
+  // Waits for the oldest reduction and adds its result into the gradient shard (staged: the
+  // host adds it).
   void finish_front() {
     Reduce r = std::move(reduces_.front());
     reduces_.pop_front();
     partrain::sdk::wait(comm_, r.work);
     last_finish_ = Clock::now();
+    if (staged_) return;
     const size_t a = std::max(r.lo, begin_), b = std::min(r.hi, end_);
     for (size_t i = 0; a + i < b; ++i) r.add_to[i] += r.out[i];
   }
@@ -225,6 +250,8 @@ class Zero : public partrain::sdk::Strategy {
 
   partrain_comm_v2_t comm_;
   size_t n_;
+  bool device_;  // buffers are device memory: never read or written here
+  bool staged_;  // the host stages the gradient shard: results are written, not added
   size_t bucket_ = 0;
   std::vector<size_t> bounds_;  // shard r is [bounds_[r], bounds_[r + 1])
   size_t begin_ = 0, end_ = 0;
@@ -244,14 +271,14 @@ class Zero : public partrain::sdk::Strategy {
 
 #if PARTRAIN_ZERO_STAGE == 1
 PARTRAIN_STRATEGY_PLUGIN(Zero, "zero1", PARTRAIN_FAMILY_DATA, "1.0.0",
-                         PARTRAIN_CAP_CPU | PARTRAIN_CAP_OVERLAP | PARTRAIN_CAP_SHARDED_STATE,
+                         PARTRAIN_CAP_CPU | PARTRAIN_CAP_CUDA | PARTRAIN_CAP_OVERLAP | PARTRAIN_CAP_SHARDED_STATE,
                          "ZeRO-1: optimizer state sharded; gradient reduce-scatter, parameter all-gather")
 #elif PARTRAIN_ZERO_STAGE == 2
 PARTRAIN_STRATEGY_PLUGIN(Zero, "zero2", PARTRAIN_FAMILY_DATA, "1.0.0",
-                         PARTRAIN_CAP_CPU | PARTRAIN_CAP_OVERLAP | PARTRAIN_CAP_SHARDED_STATE,
+                         PARTRAIN_CAP_CPU | PARTRAIN_CAP_CUDA | PARTRAIN_CAP_OVERLAP | PARTRAIN_CAP_SHARDED_STATE,
                          "ZeRO-2: optimizer state and gradients sharded, reduce-scattered per block")
 #else
 PARTRAIN_STRATEGY_PLUGIN(Zero, "zero3", PARTRAIN_FAMILY_DATA, "1.0.0",
-                         PARTRAIN_CAP_CPU | PARTRAIN_CAP_OVERLAP | PARTRAIN_CAP_SHARDED_STATE,
+                         PARTRAIN_CAP_CPU | PARTRAIN_CAP_CUDA | PARTRAIN_CAP_OVERLAP | PARTRAIN_CAP_SHARDED_STATE,
                          "ZeRO-3: parameters sharded too, gathered per block with prefetch")
 #endif
