@@ -30,6 +30,11 @@ int check_at_launch(spank_t sp);
 // problems of the job: a non-zero return would drain the node.
 int set_task_env(spank_t sp);
 
+// remote.cc: at the job's end (job_epilog, as root in slurmd, on every node of the job)
+// removes the job's secret from its state directory. Always returns 0: a failing epilog
+// drains the node; a problem is logged to slurmd's log.
+int remove_secret_at_job_end(spank_t sp);
+
 // Writes one "partrain: ..." line through Slurm's logger (the user's terminal in
 // sbatch/srun, the task's stderr and slurmd's log in a step). A leading "partrain: " in
 // `message` is not repeated.

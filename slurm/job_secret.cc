@@ -141,4 +141,29 @@ Result<std::string> ensure_job_secret(const std::string& state_dir, uid_t uid) {
   return path;
 }
 
+std::string job_state_dir(const std::string& state_root, uint32_t job_id) {
+  return state_root + "/slurm-" + std::to_string(job_id);
+}
+
+Status remove_job_secret(const std::string& state_dir, uid_t uid) {
+  const int dir = ::open(state_dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (dir < 0) {
+    if (errno == ENOENT) return Status::ok();
+    return Status::io_error("partrain: cannot open " + state_dir + ": " + errno_text());
+  }
+  const std::string path = state_dir + "/" + kSecretFileName;
+  struct stat st {};
+  Status status = Status::ok();
+  if (::fstatat(dir, kSecretFileName, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+    if (errno != ENOENT) status = Status::io_error("partrain: cannot stat " + path + ": " + errno_text());
+  } else if (!S_ISREG(st.st_mode) || st.st_uid != uid) {
+    status = Status::invalid("partrain: " + path + " is not the job's secret (not a regular file of uid " +
+                             std::to_string(uid) + "); left in place, remove it by hand");
+  } else if (::unlinkat(dir, kSecretFileName, 0) != 0 && errno != ENOENT) {
+    status = Status::io_error("partrain: cannot remove " + path + ": " + errno_text());
+  }
+  ::close(dir);
+  return status;
+}
+
 }  // namespace partrain::spank

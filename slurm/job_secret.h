@@ -9,6 +9,7 @@
 // reader sees a whole file, never a half-written one. No Slurm header is needed.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <sys/types.h>
 
@@ -19,6 +20,10 @@ namespace partrain::spank {
 inline constexpr const char* kSecretFileName = "job.secret";
 inline constexpr int kSecretBytes = 32;  // written as 64 hex digits and a newline
 
+// <state_root>/slurm-<job id>: the job's state directory, the same on every node and for
+// every run of a requeued job.
+std::string job_state_dir(const std::string& state_root, uint32_t job_id);
+
 // Makes `state_dir` (mode 0700) inside the existing `state_root` unless it exists, and
 // checks it is a real directory owned by `uid` that no one else can write.
 Status ensure_state_dir(const std::string& state_root, const std::string& state_dir, uid_t uid);
@@ -27,5 +32,12 @@ Status ensure_state_dir(const std::string& state_root, const std::string& state_
 // tasks, other nodes, a requeued run) find it and check it: a regular file owned by `uid`
 // with no group/other access and the expected size.
 Result<std::string> ensure_job_secret(const std::string& state_dir, uid_t uid);
+
+// Removes <state_dir>/job.secret when the job ends: the plugin's job epilog runs it as root
+// on every node of the job (the first removes it, the others find it gone; a requeued run
+// makes a new one). The directory is the user's, so no symlink is followed and only a
+// regular file owned by `uid` is removed. OK when there is nothing to remove (a job that
+// did not use partrain).
+Status remove_job_secret(const std::string& state_dir, uid_t uid);
 
 }  // namespace partrain::spank

@@ -71,20 +71,30 @@ void tell(const std::string& message) {
 
 using partrain::spank::guarded;
 
+namespace {
+
+// The plugstack.conf arguments, completed from partrain.toml (the file partrain reads too,
+// site_settings.h), into state().args. False after reporting a problem.
+bool load_args(int ac, char** av) {
+  std::vector<std::string_view> words(av, av + ac);
+  auto args = partrain::spank::parse_plugin_args(words);
+  if (!args.is_ok()) {
+    partrain::spank::report(args.status().message());
+    return false;
+  }
+  if (partrain::Status s = partrain::spank::apply_site_config(&*args); !s.is_ok()) {
+    partrain::spank::report(s.message());
+    return false;
+  }
+  partrain::spank::state().args = *args;
+  return true;
+}
+
+}  // namespace
+
 extern "C" PARTRAIN_SPANK_EXPORT int slurm_spank_init(spank_t sp, int ac, char** av) {
   return guarded("slurm_spank_init", -1, [&] {
-    std::vector<std::string_view> words(av, av + ac);
-    auto args = partrain::spank::parse_plugin_args(words);
-    if (!args.is_ok()) {
-      partrain::spank::report(args.status().message());
-      return -1;
-    }
-    // The rest from partrain.toml, the file partrain reads too (site_settings.h).
-    if (partrain::Status s = partrain::spank::apply_site_config(&*args); !s.is_ok()) {
-      partrain::spank::report(s.message());
-      return -1;
-    }
-    partrain::spank::state().args = *args;
+    if (!load_args(ac, av)) return -1;
     switch (spank_context()) {
       case S_CTX_LOCAL:
       case S_CTX_ALLOCATOR:
@@ -104,6 +114,13 @@ extern "C" PARTRAIN_SPANK_EXPORT int slurm_spank_init_post_opt(spank_t sp, int, 
 extern "C" PARTRAIN_SPANK_EXPORT int slurm_spank_local_user_init(spank_t sp, int, char**) {
   return guarded("slurm_spank_local_user_init", -1,
                  [&] { return partrain::spank::check_at_launch(sp); });
+}
+
+extern "C" PARTRAIN_SPANK_EXPORT int slurm_spank_job_epilog(spank_t sp, int ac, char** av) {
+  // 0 even on an error: a failing epilog drains the node. The job_script context calls no
+  // slurm_spank_init, so the arguments are read here.
+  return guarded("slurm_spank_job_epilog", 0,
+                 [&] { return load_args(ac, av) ? partrain::spank::remove_secret_at_job_end(sp) : 0; });
 }
 
 extern "C" PARTRAIN_SPANK_EXPORT int slurm_spank_task_init(spank_t sp, int, char**) {

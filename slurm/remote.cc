@@ -121,4 +121,16 @@ int set_task_env(spank_t sp) {
   return 0;
 }
 
+int remove_secret_at_job_end(spank_t sp) {
+  uint32_t job = 0;
+  uid_t uid = 0;
+  if (spank_get_item(sp, S_JOB_ID, &job) != ESPANK_SUCCESS || spank_get_item(sp, S_JOB_UID, &uid) != ESPANK_SUCCESS) {
+    report("job epilog: Slurm gave no job id or uid; the job's secret, if any, is left in place");
+    return 0;
+  }
+  const std::string dir = job_state_dir(state().args.state_root, job);
+  if (Status s = remove_job_secret(dir, uid); !s.is_ok()) report("job epilog: " + unprefixed(s.message()));
+  return 0;
+}
+
 }  // namespace partrain::spank

@@ -3,6 +3,7 @@
 
 #include <charconv>
 
+#include "job_secret.h"
 #include "layout/hostlist.h"
 #include "layout/layout.h"
 #include "layout/mapping.h"
@@ -145,7 +146,7 @@ Result<StepEnv> compute_step_env(const std::string& spec_text, const StepFacts& 
   const TaskSlot& first = mapping->slot_of_rank[0];
   set("PARTRAIN_COORDINATOR", (*nodes)[static_cast<size_t>(first.node)] + ":" +
                                   std::to_string(coordinator_port(args, facts.job_id)));
-  env.state_dir = args.state_root + "/slurm-" + std::to_string(facts.job_id);
+  env.state_dir = job_state_dir(args.state_root, facts.job_id);
   set("PARTRAIN_STATE_DIR", env.state_dir);
   return env;
 }

@@ -8,7 +8,7 @@ exported=$(nm -D --defined-only "$so" | awk '{print $3}' | sort)
 echo "exported:"; echo "$exported" | sed 's/^/  /'
 expected=$(printf '%s\n' plugin_name plugin_type plugin_version spank_plugin_version \
   slurm_spank_init slurm_spank_init_post_opt slurm_spank_local_user_init \
-  slurm_spank_task_init | sort)
+  slurm_spank_job_epilog slurm_spank_task_init | sort)
 if [ "$exported" != "$expected" ]; then
   echo "FAIL: exported symbols differ from the SPANK interface:" >&2
   diff <(echo "$expected") <(echo "$exported") >&2 || true

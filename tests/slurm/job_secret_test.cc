@@ -10,6 +10,7 @@
 #include <vector>
 
 #include <filesystem>
+#include <fstream>
 #include <gtest/gtest.h>
 
 #include "test_util.h"
@@ -108,6 +109,40 @@ TEST_F(JobSecretTest, MissingStateRootNamesTheFix) {
   ASSERT_FALSE(s.is_ok());
   EXPECT_NE(s.message().find("state_root"), std::string::npos);
   EXPECT_NE(s.message().find("1777"), std::string::npos);
+}
+
+// The job epilog's removal: the secret goes, the directory stays, a second node's call finds
+// nothing to do, and neither a symlink nor another user's file is ever removed.
+TEST_F(JobSecretTest, RemovedAtJobEndOnceAndOnlyTheUsersOwnFile) {
+  EXPECT_EQ(job_state_dir("/shared/state", 4242), "/shared/state/slurm-4242");
+  ASSERT_TRUE(ensure_state_dir(root_.string(), dir_, ::getuid()).is_ok());
+  ASSERT_TRUE(ensure_job_secret(dir_, ::getuid()).is_ok());
+  ASSERT_TRUE(remove_job_secret(dir_, ::getuid()).is_ok());
+  EXPECT_FALSE(fs::exists(dir_ + "/job.secret"));
+  EXPECT_TRUE(fs::is_directory(dir_));
+  EXPECT_TRUE(remove_job_secret(dir_, ::getuid()).is_ok()) << "the second node's epilog";
+  EXPECT_TRUE(remove_job_secret((root_ / "no-such-job").string(), ::getuid()).is_ok());
+
+  const std::string target = (root_ / "precious").string();
+  { std::ofstream(target) << "keep me"; }
+  fs::create_symlink(target, dir_ + "/job.secret");
+  Status s = remove_job_secret(dir_, ::getuid());
+  EXPECT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("left in place"), std::string::npos) << s.message();
+  EXPECT_TRUE(fs::exists(target));
+  EXPECT_TRUE(fs::is_symlink(dir_ + "/job.secret"));
+  fs::remove(dir_ + "/job.secret");
+
+  ASSERT_TRUE(ensure_job_secret(dir_, ::getuid()).is_ok());
+  EXPECT_FALSE(remove_job_secret(dir_, ::getuid() + 1).is_ok()) << "another user's job";
+  EXPECT_TRUE(fs::exists(dir_ + "/job.secret"));
+
+  // A state directory replaced by a symlink is not followed either.
+  fs::create_directories(root_ / "elsewhere");
+  ASSERT_TRUE(ensure_job_secret((root_ / "elsewhere").string(), ::getuid()).is_ok());
+  fs::create_directory_symlink(root_ / "elsewhere", root_ / "linked");
+  EXPECT_FALSE(remove_job_secret((root_ / "linked").string(), ::getuid()).is_ok());
+  EXPECT_TRUE(fs::exists(root_ / "elsewhere" / "job.secret"));
 }
 
 }  // namespace

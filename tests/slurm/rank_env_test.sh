@@ -15,7 +15,11 @@ cat >"$out/record.sh" <<'SCRIPT'
 #!/bin/bash
 keys='PARTRAIN_[A-Z_]*|SLURM_JOB_ID|SLURM_PROCID|SLURM_LOCALID|SLURM_NODEID|SLURMD_NODENAME'
 keys+='|SLURM_STEP_NODELIST'
-env | grep -E "^($keys)=" >"$(dirname "$0")/$1.$SLURM_PROCID"
+{
+  env | grep -E "^($keys)="
+  # The secret as the task sees it (the job epilog removes it when the job ends).
+  [ -n "${PARTRAIN_JOB_SECRET_FILE:-}" ] && echo "SECRET_MODE=$(stat -c %a "$PARTRAIN_JOB_SECRET_FILE")"
+} >"$(dirname "$0")/$1.$SLURM_PROCID"
 SCRIPT
 cat >"$out/job.sbatch" <<SCRIPT
 #!/bin/bash

@@ -31,6 +31,11 @@ for n in $nodes; do
     fail "the agent on $n did not resolve the coordinator through Slurm's NodeAddr"
   grep -q "node=$n | exit 0: done" "$out/job.out" || fail "the agent on $n did not finish"
 done
+# The job's secret was removed by the plugin's job epilog (COMPLETED comes after every
+# node's epilog); its state directory stays.
+state_dir=$1/partrain-state/slurm-$id
+[ -d "$state_dir" ] || fail "job $id has no state directory $state_dir"
+[ -e "$state_dir/job.secret" ] && fail "job $id ended but its secret $state_dir/job.secret is still there"
 /usr/bin/python3 "$(dirname "$0")/compare_metrics.py" "$out/ref/metrics.jsonl" \
   "$out/slurm/metrics.jsonl" --last $steps || fail "the Slurm run's metrics differ from the standalone run's"
 echo PASS
