@@ -26,12 +26,25 @@ install(FILES etc/partrain.toml DESTINATION ${CMAKE_INSTALL_FULL_SYSCONFDIR}/par
 # Hardware profiles for `partrain plan --hardware NAME` (planner/hardware.h).
 install(DIRECTORY etc/hardware DESTINATION ${CMAKE_INSTALL_FULL_SYSCONFDIR}/partrain COMPONENT cli)
 install(DIRECTORY etc/examples DESTINATION ${CMAKE_INSTALL_DATADIR}/partrain COMPONENT cli)
+# Man pages installed gzip -9n compressed (Debian policy 12.1), made at configure time (an
+# edited page re-runs cmake); spank_partrain.8 belongs to the spank package.
 foreach(section 1 5 8)
-  file(GLOB pages ${CMAKE_CURRENT_SOURCE_DIR}/man/*.${section})
-  list(FILTER pages EXCLUDE REGEX "spank_partrain") # the spank package's (slurm/CMakeLists.txt)
-  if(pages)
-    install(FILES ${pages} DESTINATION ${CMAKE_INSTALL_MANDIR}/man${section} COMPONENT cli)
-  endif()
+  file(GLOB pages CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/man/*.${section})
+  foreach(page ${pages})
+    get_filename_component(name ${page} NAME)
+    set(gz ${CMAKE_CURRENT_BINARY_DIR}/man-gz/${name}.gz)
+    file(MAKE_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}/man-gz)
+    execute_process(COMMAND sh -c "gzip -9n -c '${page}' > '${gz}'" COMMAND_ERROR_IS_FATAL ANY)
+    set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${page})
+    set(component cli)
+    if(name STREQUAL "spank_partrain.8")
+      if(NOT TARGET spank_partrain)
+        continue()
+      endif()
+      set(component spank)
+    endif()
+    install(FILES ${gz} DESTINATION ${CMAKE_INSTALL_MANDIR}/man${section} COMPONENT ${component})
+  endforeach()
 endforeach()
 
 install(EXPORT partrainTargets NAMESPACE partrain::
@@ -57,22 +70,37 @@ endfunction()
 file(GLOB hardware_profiles RELATIVE ${CMAKE_CURRENT_SOURCE_DIR}/etc/hardware ${CMAKE_CURRENT_SOURCE_DIR}/etc/hardware/*.toml)
 list(TRANSFORM hardware_profiles PREPEND ${CMAKE_INSTALL_FULL_SYSCONFDIR}/partrain/hardware/)
 partrain_conffiles(cli ${CMAKE_INSTALL_FULL_SYSCONFDIR}/partrain/partrain.toml ${hardware_profiles})
-partrain_conffiles(spank ${CMAKE_INSTALL_FULL_SYSCONFDIR}/slurm/plugstack.conf.d/partrain.conf
-                   ${CMAKE_INSTALL_FULL_SYSCONFDIR}/slurm/slurm.conf.d/partrain.conf)
+partrain_conffiles(spank ${CMAKE_INSTALL_FULL_SYSCONFDIR}/slurm/plugstack.conf.d/partrain.conf)
 # The default state_root, world-writable and sticky like /tmp (a site with more than one
-# node sets a shared one in partrain.toml).
+# node sets a shared one in partrain.toml). $DPKG_ROOT: dpkg's --instdir (empty on a host).
 set(PARTRAIN_STATE_ROOT_DEFAULT /var/lib/partrain)
 file(WRITE ${control}.cli/postinst
      "#!/bin/sh\nset -e\nif [ \"$1\" = configure ]; then\n"
-     "  mkdir -p ${PARTRAIN_STATE_ROOT_DEFAULT}\n  chmod 1777 ${PARTRAIN_STATE_ROOT_DEFAULT}\nfi\n")
-file(CHMOD ${control}.cli/postinst PERMISSIONS OWNER_READ OWNER_WRITE OWNER_EXECUTE GROUP_READ GROUP_EXECUTE
-     WORLD_READ WORLD_EXECUTE)
+     "  mkdir -p \"$DPKG_ROOT${PARTRAIN_STATE_ROOT_DEFAULT}\"\n"
+     "  chmod 1777 \"$DPKG_ROOT${PARTRAIN_STATE_ROOT_DEFAULT}\"\nfi\n")
+# Purge removes the job secrets the SPANK plugin's epilog could not (a node that crashed at
+# the job's end) and the state directories left empty; run folders elsewhere are the users'.
+file(WRITE ${control}.cli/postrm
+     "#!/bin/sh\nset -e\nif [ \"$1\" = purge ]; then\n"
+     "  rm -f \"$DPKG_ROOT${PARTRAIN_STATE_ROOT_DEFAULT}\"/slurm-*/job.secret\n"
+     "  rmdir \"$DPKG_ROOT${PARTRAIN_STATE_ROOT_DEFAULT}\"/slurm-* \"$DPKG_ROOT${PARTRAIN_STATE_ROOT_DEFAULT}\" "
+     "2>/dev/null || true\nfi\n")
+foreach(script postinst postrm)
+  file(CHMOD ${control}.cli/${script} PERMISSIONS OWNER_READ OWNER_WRITE OWNER_EXECUTE GROUP_READ GROUP_EXECUTE
+       WORLD_READ WORLD_EXECUTE)
+endforeach()
 
 set(CPACK_GENERATOR DEB)
 set(CPACK_PACKAGE_NAME partrain)
 set(CPACK_PACKAGE_VENDOR "partrain developers")
-set(CPACK_PACKAGE_CONTACT "partrain developers <partrain@localhost>")
-set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "${PROJECT_DESCRIPTION}")
+# The site that builds the packages maintains them: name its address (lintian refuses
+# localhost addresses; example.org is a placeholder, not a mailbox).
+set(PARTRAIN_DEB_MAINTAINER "partrain packagers <partrain-packagers@example.org>" CACHE STRING
+    "Maintainer field of the Debian packages: NAME <EMAIL> of whoever builds and ships them")
+set(CPACK_PACKAGE_CONTACT "${PARTRAIN_DEB_MAINTAINER}")
+# CPack puts this summary in front of every component's description unless it is CPack's
+# own default; each component's description starts with its own synopsis line instead.
+set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "${PROJECT_NAME} built using CMake")
 set(CPACK_PACKAGING_INSTALL_PREFIX ${CMAKE_INSTALL_PREFIX})
 set(CPACK_DEB_COMPONENT_INSTALL ON)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
@@ -84,24 +112,47 @@ set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION ON)
 
 set(CPACK_COMPONENTS_ALL cli spank dev)
 set(CPACK_DEBIAN_CLI_PACKAGE_NAME partrain)
-set(CPACK_COMPONENT_CLI_DESCRIPTION
-    "Tensor x pipeline x data parallel training next to Slurm\n"
-    "partrain, partraind, the worker and the strategy plugins; CPU ranks train with OpenBLAS and Gloo. "
-    "Needs no CUDA library: for login nodes and CPU nodes (GPU nodes add partrain-cuda).")
-set(CPACK_DEBIAN_CLI_PACKAGE_CONTROL_EXTRA "${control}.cli/conffiles;${control}.cli/postinst")
+set(CPACK_COMPONENT_CLI_DESCRIPTION "tensor x pipeline x data parallel training next to Slurm
+partrain, partraind, the worker and the strategy plugins; CPU ranks train
+with OpenBLAS and Gloo. Needs no CUDA library: for login nodes and CPU nodes
+(GPU nodes add partrain-cuda).")
+set(CPACK_DEBIAN_CLI_PACKAGE_CONTROL_EXTRA "${control}.cli/conffiles;${control}.cli/postinst;${control}.cli/postrm")
 set(CPACK_DEBIAN_SPANK_PACKAGE_NAME partrain-spank)
-set(CPACK_COMPONENT_SPANK_DESCRIPTION
-    "partrain's Slurm SPANK plugin\n"
-    "Adds --partrain=SPEC to sbatch, salloc and srun; reads its settings from /etc/partrain/partrain.toml.")
+set(CPACK_COMPONENT_SPANK_DESCRIPTION "Slurm SPANK plugin adding --partrain=SPEC to sbatch, salloc and srun
+It checks the layout at submit, gives every task its rank and the job's
+coordinator, and reads its settings from /etc/partrain/partrain.toml.")
 set(CPACK_DEBIAN_SPANK_PACKAGE_CONTROL_EXTRA "${control}.spank/conffiles")
+# Slurm loads only plugins built for its own major.minor: depend on that Slurm, so that apt
+# holds an upgrade back rather than letting it stop every submission (merged with the
+# Depends dpkg-shlibdeps computes).
+if(SLURM_INCLUDE_DIR AND EXISTS ${SLURM_INCLUDE_DIR}/slurm/slurm_version.h)
+  file(STRINGS ${SLURM_INCLUDE_DIR}/slurm/slurm_version.h slurm_version_line
+       REGEX "^#define SLURM_VERSION_NUMBER 0x[0-9a-fA-F]+")
+  string(REGEX REPLACE ".*0x([0-9a-fA-F]+).*" "\\1" slurm_hex "${slurm_version_line}")
+  math(EXPR slurm_major "0x${slurm_hex} >> 16" OUTPUT_FORMAT DECIMAL)
+  math(EXPR slurm_minor "(0x${slurm_hex} >> 8) & 255" OUTPUT_FORMAT DECIMAL)
+  math(EXPR slurm_next_minor "${slurm_minor} + 1")
+  set(slurm_mm "${slurm_major}.${slurm_minor}")
+  if(slurm_minor LESS 10)
+    set(slurm_mm "${slurm_major}.0${slurm_minor}")
+  endif()
+  set(slurm_next "${slurm_major}.${slurm_next_minor}")
+  if(slurm_next_minor LESS 10)
+    set(slurm_next "${slurm_major}.0${slurm_next_minor}")
+  endif()
+  set(CPACK_DEBIAN_SPANK_PACKAGE_DEPENDS
+      "slurm-wlm-basic-plugins (>= ${slurm_mm}), slurm-wlm-basic-plugins (<< ${slurm_next}~)")
+endif()
 set(CPACK_DEBIAN_DEV_PACKAGE_NAME partrain-dev)
-set(CPACK_COMPONENT_DEV_DESCRIPTION "partrain's plugin SDK\nHeaders and the CMake package for strategy plugins built out of tree.")
+set(CPACK_COMPONENT_DEV_DESCRIPTION "plugin SDK for partrain's strategy plugins
+Headers and the CMake package (find_package(partrain)) for strategy plugins
+built out of tree.")
 set(CPACK_COMPONENT_DEV_DEPENDS cli)
 if(TARGET partrain_cuda)
   list(APPEND CPACK_COMPONENTS_ALL cuda)
   set(CPACK_DEBIAN_CUDA_PACKAGE_NAME partrain-cuda)
-  set(CPACK_COMPONENT_CUDA_DESCRIPTION
-      "partrain's GPU module\nThe CUDA backend and NCCL communicators, loaded by partrain where a job runs on GPUs.")
+  set(CPACK_COMPONENT_CUDA_DESCRIPTION "GPU module of partrain: the CUDA backend and NCCL communicators
+Loaded by partrain where a job runs on GPUs.")
   set(CPACK_COMPONENT_CUDA_DEPENDS cli)
   # The CUDA runtime, cuBLAS and NCCL come from NVIDIA's repository, not Debian's:
   # dpkg-shlibdeps cannot name their packages from a toolkit installed by NVIDIA's
@@ -109,4 +160,20 @@ if(TARGET partrain_cuda)
   set(PARTRAIN_CUDA_DEB_DEPENDS "" CACHE STRING "Depends of partrain-cuda on NVIDIA's packages")
   set(CPACK_DEBIAN_CUDA_PACKAGE_DEPENDS "${PARTRAIN_CUDA_DEB_DEPENDS}")
 endif()
+# Every package's /usr/share/doc/<package>/: copyright and changelog.gz (lintian's
+# errors without them). The changelog's date is SOURCE_DATE_EPOCH's where set (reproducible).
+set(deb_doc ${CMAKE_CURRENT_BINARY_DIR}/cpack/doc)
+file(MAKE_DIRECTORY ${deb_doc})
+string(TIMESTAMP deb_date "%a, %d %b %Y %H:%M:%S +0000" UTC)
+file(WRITE ${deb_doc}/changelog
+     "partrain (${PROJECT_VERSION}) unstable; urgency=medium\n\n"
+     "  * Built from the partrain source tree; its git history is the full changelog.\n\n"
+     " -- ${PARTRAIN_DEB_MAINTAINER}  ${deb_date}\n")
+execute_process(COMMAND gzip -9nf ${deb_doc}/changelog COMMAND_ERROR_IS_FATAL ANY)
+configure_file(${CMAKE_CURRENT_SOURCE_DIR}/cmake/debian-copyright ${deb_doc}/copyright COPYONLY)
+foreach(component ${CPACK_COMPONENTS_ALL})
+  string(TOUPPER ${component} upper)
+  install(FILES ${deb_doc}/copyright ${deb_doc}/changelog.gz
+          DESTINATION ${CMAKE_INSTALL_DATADIR}/doc/${CPACK_DEBIAN_${upper}_PACKAGE_NAME} COMPONENT ${component})
+endforeach()
 include(CPack)

@@ -15,6 +15,7 @@ packages=(
   # tokenizers: PCRE2 (pre-tokenizer patterns), SentencePiece (library, spm_train/spm_encode)
   libpcre2-dev libsentencepiece-dev sentencepiece
   file        # CPack's dpkg-shlibdeps step (tests/packaging); dpkg-dev comes with build-essential
+  lintian     # Debian's package checker, run on the packages by tests/packaging
   # the independent reference for tests and the peer for benchmarks
   python3-torch python3-numpy
   # a real local Slurm cluster for the `slurm` test label

@@ -5,6 +5,7 @@
 #
 #   scripts/slurm-cluster.sh start  DIR [--nodes K] [--spank PATH] [--spank-args "k=v ..."]
 #                                        [--site-config PARTRAIN_TOML]
+#                                        [--plugstack-include GLOB] [--slurm-include FILE]
 #   scripts/slurm-cluster.sh status DIR
 #   scripts/slurm-cluster.sh stop   DIR
 #   scripts/slurm-cluster.sh env    DIR     # prints `export SLURM_CONF=...` for eval
@@ -33,7 +34,7 @@
 set -euo pipefail
 
 usage() {
-  sed -n '6,13p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '6,14p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 
@@ -54,12 +55,16 @@ nodes=3
 spank=""
 spank_args=""
 site_config=""
+plugstack_include=""  # an `include GLOB` line in plugstack.conf (an installed package's snippets)
+slurm_include=""      # one more `Include FILE` in slurm.conf (an admin's copy of a snippet)
 while [ $# -gt 0 ]; do
   case $1 in
     --nodes) nodes=$2; shift 2 ;;
     --spank) spank=$2; shift 2 ;;
     --spank-args) spank_args=$2; shift 2 ;;
     --site-config) site_config=$2; shift 2 ;;
+    --plugstack-include) plugstack_include=$2; shift 2 ;;
+    --slurm-include) slurm_include=$2; shift 2 ;;
     *) die "unknown argument '$1' (see the usage at the top of $0)" ;;
   esac
 done
@@ -124,6 +129,7 @@ write_config() {
     echo "SchedulerParameters=sched_interval=2,bf_interval=2"
     # What the project ships for admins (RequeueExit=75), so the tests run against it.
     echo "Include $repo/etc/slurm.conf.d/partrain.conf"
+    [ -z "$slurm_include" ] || echo "Include $slurm_include"
     echo "MinJobAge=600"
     echo "KillWait=2"
     echo "InactiveLimit=0"
@@ -152,6 +158,7 @@ write_config() {
   else
     : >"$dir/plugstack.conf"
   fi
+  [ -z "$plugstack_include" ] || echo "include $plugstack_include" >>"$dir/plugstack.conf"
 }
 
 munge_works() { munge -n </dev/null 2>/dev/null | unmunge >/dev/null 2>&1; }

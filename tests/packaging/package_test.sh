@@ -5,7 +5,9 @@
 # unpacked into a clean root and run from there with every CUDA library of this machine
 # hidden (a mount namespace lays an empty folder over each): `partrain --help`, `partrain
 # plan`, a CPU dp2 job through the installed partraind and worker, and the plugstack.conf
-# snippet's plugin path, which must name the file the package installed.
+# snippet's plugin path, which must name the file the package installed. Then dpkg installs,
+# removes and purges them in a root of their own, and a real Slurm (scripts/slurm-cluster.sh)
+# must start and run srun after each: a package must never stop Slurm on an admin's host.
 #   package_test.sh BUILD_DIR SOURCE_DIR
 # Skips (77) where the tree is not configured for prefix /usr (the packages' prefix).
 set -uo pipefail
@@ -38,6 +40,14 @@ for f in "$work"/out/*.deb "$work"/out/*.ddeb; do
     "$(field "$f" Installed-Size)" "$(field "$f" Depends)"
 done
 
+# lintian (Debian's package checker): no errors in any package. Its warnings are printed.
+# (Not the -dbgsym .ddebs: CMake 3.25's CPack lists their files in md5sums by build path.)
+command -v lintian >/dev/null || fail "lintian is not installed (scripts/install-deps.sh installs it)"
+lintian --no-tag-display-limit "$work"/out/*.deb >"$work/lintian.txt" 2>&1
+grep -E '^W: ' "$work/lintian.txt" | sed 's/^/lintian: /'
+grep -E '^E: ' "$work/lintian.txt" && fail "lintian reports errors in the packages (above)"
+echo "lintian: no errors ($(grep -c '^W: ' "$work/lintian.txt") warnings)"
+
 # Depends computed from what the binaries link: hwloc, OpenSSL's libcrypto, OpenMP, RocksDB
 # as a shared library (its compression libraries are its own package's Depends, not
 # ours), OpenBLAS, Gloo; nothing unused (spdlog).
@@ -52,6 +62,16 @@ dpkg-deb -I "$(deb partrain)" conffiles | grep -qx /etc/partrain/partrain.toml |
   fail "/etc/partrain/partrain.toml is not a conffile"
 dpkg-deb -I "$(deb partrain-spank)" conffiles | grep -qx /etc/slurm/plugstack.conf.d/partrain.conf ||
   fail "the plugstack.conf snippet is not a conffile"
+# Nothing under /etc/slurm but the plugstack snippet: a purge deletes a package's /etc files,
+# and slurm.conf must never include one (the RequeueExit example is in /usr/share).
+dpkg-deb -c "$(deb partrain-spank)" | grep -q '/etc/slurm/slurm.conf.d' &&
+  fail "partrain-spank installs a file into /etc/slurm/slurm.conf.d, which a purge would delete"
+# Slurm loads only plugins of its own major.minor: partrain-spank depends on that Slurm.
+slurm_hex=$(sed -n 's/^#define SLURM_VERSION_NUMBER 0x\([0-9a-fA-F]*\).*/\1/p' /usr/include/slurm/slurm_version.h)
+slurm_mm=$(printf '%d.%02d' $(( 0x$slurm_hex >> 16 )) $(( (0x$slurm_hex >> 8) & 255 )))
+spank_depends=$(field "$(deb partrain-spank)" Depends)
+grep -q "slurm-wlm-basic-plugins (>= $slurm_mm)" <<<"$spank_depends" && grep -q "slurm-wlm-basic-plugins (<< " <<<"$spank_depends" ||
+  fail "partrain-spank does not depend on Slurm $slurm_mm (slurm-wlm-basic-plugins): $spank_depends"
 
 # ---- A clean root: the packages unpacked, nothing else of partrain.
 root=$work/root
@@ -64,7 +84,7 @@ done
 [ -n "$(ls "$work"/out/partrain-dbgsym_*.ddeb 2>/dev/null)" ] || fail "no partrain-dbgsym package"
 [ -n "$(find "$root" -path '*/slurm-wlm/spank_partrain.so')" ] || fail "no spank_partrain.so in the root"
 # The plugstack line names the plugin the package installed.
-line=$(grep '^required ' "$root/etc/slurm/plugstack.conf.d/partrain.conf") || fail "no plugstack line"
+line=$(grep '^optional ' "$root/etc/slurm/plugstack.conf.d/partrain.conf") || fail "no optional plugstack line"
 plugin=$(awk '{print $2}' <<<"$line")
 [ -f "$root$plugin" ] || fail "the plugstack line names $plugin, which the package does not install"
 echo "plugstack: $line (resolves in the package)"
@@ -128,4 +148,58 @@ rc=$?
 [ $rc = 2 ] && grep -q "install the partrain-cuda package" "$work/cuda.txt" ||
   fail "--device cuda without the GPU package: rc $rc: $(cat "$work/cuda.txt")"
 echo "clean root without CUDA: partrain --help, plan, a dp2 job (3 steps) and the cuda refusal: ok"
+
+# ---- As an admin installs, removes and purges them with dpkg: into a root of their own, with
+# a copy of this host's package database (so Depends are checked for real) and maintainer
+# scripts run with DPKG_ROOT. After each step Slurm must still work on the host: a real
+# one-node cluster reads the root's plugstack snippets and the admin's slurm.conf Include.
+inst=$work/inst
+mkdir -p "$inst/var/lib/dpkg/info" "$inst/var/lib/dpkg/updates" "$inst/var/lib/dpkg/triggers"
+: >"$inst/var/lib/dpkg/available"
+dpkg_root() { dpkg --root="$inst" --force-script-chrootless --force-not-root --log=/dev/null "$@"; }
+# A Slurm of another major.minor installed: partrain-spank is refused.
+awk -v v=99.99.1-1 '/^Package: /{p=($2=="slurm-wlm-basic-plugins")} p&&/^Version: /{$0="Version: " v} {print}' \
+  /var/lib/dpkg/status >"$inst/var/lib/dpkg/status"
+dpkg_root -i "$(deb partrain-spank)" >"$work/dpkg-mismatch.txt" 2>&1 &&
+  fail "partrain-spank installed beside Slurm 99.99, whose slurmd cannot load it"
+grep -q "slurm-wlm-basic-plugins" "$work/dpkg-mismatch.txt" ||
+  fail "the refusal does not name slurm-wlm-basic-plugins: $(cat "$work/dpkg-mismatch.txt")"
+dpkg_root --purge partrain-spank >/dev/null 2>&1
+cp /var/lib/dpkg/status "$inst/var/lib/dpkg/status"
+dpkg_root -i "$(deb partrain)" "$(deb partrain-spank)" >"$work/dpkg-install.txt" 2>&1 ||
+  { cat "$work/dpkg-install.txt"; fail "dpkg -i partrain partrain-spank"; }
+[ "$(stat -c %a "$inst/var/lib/partrain")" = 1777 ] || fail "postinst did not make $inst/var/lib/partrain 1777"
+snippet=$inst/etc/slurm/plugstack.conf.d/partrain.conf
+example=$inst/usr/share/partrain/slurm.conf.d/partrain.conf
+[ -f "$snippet" ] && [ -f "$example" ] || fail "installed: no $snippet or $example"
+# The admin follows spank_partrain(8): a copy of the RequeueExit example, included by slurm.conf.
+mkdir -p "$inst/etc/slurm/slurm.conf.d"
+cp "$example" "$inst/etc/slurm/slurm.conf.d/partrain.conf"
+dpkg_root -r partrain-spank >"$work/dpkg-remove.txt" 2>&1 || { cat "$work/dpkg-remove.txt"; fail "dpkg -r partrain-spank"; }
+[ -f "$snippet" ] || fail "remove deleted the plugstack conffile (dpkg keeps conffiles until purge)"
+plugin=$(awk '/^(optional|required) /{print $2}' "$snippet")
+slurm_dir=$work/slurm
+cluster() { PARTRAIN_SLURM_PORT=${PARTRAIN_PACKAGE_SLURM_PORT:-16917} bash "$src/scripts/slurm-cluster.sh" "$@"; }
+if [ -e "$plugin" ]; then
+  echo "note: $plugin is installed on this host, so removal cannot be shown with Slurm here"
+elif ! command -v slurmd >/dev/null || ! command -v srun >/dev/null; then
+  echo "note: no slurmd/srun here: Slurm after remove and purge not tried"
+else
+  trap 'cluster stop "$slurm_dir" >/dev/null 2>&1; rm -rf "$work"' EXIT
+  cluster start "$slurm_dir" --nodes 1 --plugstack-include "$inst/etc/slurm/plugstack.conf.d/*.conf" \
+    --slurm-include "$inst/etc/slurm/slurm.conf.d/partrain.conf" >"$work/cluster.txt" 2>&1 ||
+    { cat "$work/cluster.txt"; cluster logs "$slurm_dir"; fail "slurmd does not start after apt-get remove partrain-spank"; }
+  SLURM_CONF=$slurm_dir/slurm.conf timeout 60 srun -N1 true >"$work/srun.txt" 2>&1 ||
+    { cat "$work/srun.txt"; fail "srun fails after apt-get remove partrain-spank"; }
+  # A job whose nodes all crashed at its end left its secret (no epilog removed it).
+  mkdir -p "$inst/var/lib/partrain/slurm-7" && (umask 077 && echo 00 >"$inst/var/lib/partrain/slurm-7/job.secret")
+  dpkg_root --purge partrain-spank partrain >"$work/dpkg-purge.txt" 2>&1 ||
+    { cat "$work/dpkg-purge.txt"; fail "dpkg --purge"; }
+  [ -e "$snippet" ] && fail "purge left the plugstack conffile"
+  [ -e "$inst/var/lib/partrain/slurm-7/job.secret" ] && fail "purge left a job secret in /var/lib/partrain"
+  [ -f "$inst/etc/slurm/slurm.conf.d/partrain.conf" ] || fail "purge deleted the admin's slurm.conf.d/partrain.conf"
+  SLURM_CONF=$slurm_dir/slurm.conf timeout 60 srun -N1 true >"$work/srun.txt" 2>&1 ||
+    { cat "$work/srun.txt"; fail "srun fails after dpkg --purge partrain-spank partrain"; }
+  echo "dpkg: Slurm $slurm_mm dependency enforced; after remove and purge slurmd starts and srun runs: ok"
+fi
 echo PASS
