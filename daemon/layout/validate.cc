@@ -103,26 +103,53 @@ void check_model(const ParallelSpec& s, const ModelShape& m, std::vector<Status>
   divides(m.experts, s.ep, "ep" + str(s.ep), "experts", "an ep");
 }
 
-// Returns the micro-batch count m when the batch settles it.
+// Whether mb=K micro-batches suit the schedule (1F1B-like: K >= pp; interleaved: K % pp == 0)
+// and split the per_rank = global_batch / dp sequences of a rank evenly.
+bool mb_fits(const ParallelSpec& s, long long per_rank, long long k) {
+  const bool one_f_one_b = s.sched == "1f1b" || s.sched == "interleaved" || s.sched == "zbh1";
+  if (per_rank % k != 0) return false;
+  if (s.pp < 2) return true;
+  if (one_f_one_b && k < s.pp) return false;
+  return s.sched != "interleaved" || k % s.pp == 0;
+}
+
+// Returns the micro-batch count m when the batch settles it. With mb=M in the spec the
+// per-rank micro-batch is global_batch / (M x dp) (config's grad_accum_steps), so the
+// global batch must split into M x dp whole micro-batches.
 std::optional<long long> check_batch(const ParallelSpec& s, const BatchShape& b, int dp,
                                      std::vector<Status>* out) {
   if (b.global_batch < 0 || b.micro_batch < 0) {
     out->push_back(err("global_batch and micro_batch must be positive; set them in [training]"));
     return std::nullopt;
   }
-  if (b.global_batch == 0 || b.micro_batch == 0) return s.mb ? std::optional<long long>(*s.mb)
-                                                             : std::nullopt;
   if (s.mb) {
-    const long long product = b.micro_batch * *s.mb * dp;
-    if (product != b.global_batch) {
-      out->push_back(err("global_batch " + str(b.global_batch) + " != micro_batch " +
-                         str(b.micro_batch) + " x mb=" + str(*s.mb) + " x dp" + str(dp) +
-                         " = " + str(product) +
-                         "; drop mb= to derive the micro-batch count, or set global_batch to " +
-                         str(product)));
+    const long long per_step = *s.mb * static_cast<long long>(dp);
+    if (b.global_batch > 0 && b.global_batch % per_step != 0) {
+      std::string fix;
+      if (b.global_batch % dp == 0) {
+        // The nearest counts that split global_batch / dp evenly (and suit the schedule),
+        // below and above M.
+        const long long per_rank = b.global_batch / dp;
+        long long below = 0, above = 0;
+        for (long long k = 1; k <= per_rank; ++k) {
+          if (!mb_fits(s, per_rank, k)) continue;
+          if (k < *s.mb) below = k;
+          if (k > *s.mb && above == 0) above = k;
+        }
+        if (below > 0 || above > 0)
+          fix = "use mb=" + (below > 0 ? str(below) + (above > 0 ? " or mb=" + str(above) : "") : str(above));
+        else
+          fix = "set global_batch to a multiple of " + str(per_step);
+      } else {
+        fix = "set global_batch to a multiple of " + str(per_step);
+      }
+      out->push_back(err("global_batch " + str(b.global_batch) + " does not split into mb=" + str(*s.mb) +
+                         " micro-batches on each of dp" + str(dp) + " (" + str(*s.mb) + " x " + str(dp) + " = " +
+                         str(per_step) + " does not divide it); " + fix + ", or drop mb= to derive the count"));
     }
     return *s.mb;
   }
+  if (b.global_batch == 0 || b.micro_batch == 0) return std::nullopt;
   Result<int> m = derive_grad_accum(b, dp);
   if (!m.is_ok()) {
     out->push_back(m.status());
@@ -131,20 +158,36 @@ std::optional<long long> check_batch(const ParallelSpec& s, const BatchShape& b,
   return *m;
 }
 
-void check_schedule(const ParallelSpec& s, long long m, std::vector<Status>* out) {
+// The smallest micro-batch count mb=K a pipeline schedule accepts (K >= pp, a multiple of
+// pp for interleaved) that also splits the global batch over dp (when it is known), so the
+// suggestion works when taken; 0 when there is none.
+long long schedule_mb(const ParallelSpec& s, const BatchShape& b, int dp) {
+  if (b.global_batch <= 0 || dp <= 0) return s.pp;
+  if (b.global_batch % dp != 0) return 0;
+  const long long per_rank = b.global_batch / dp;
+  for (long long k = s.pp; k <= per_rank; ++k) {
+    if (mb_fits(s, per_rank, k)) return k;
+  }
+  return 0;
+}
+
+void check_schedule(const ParallelSpec& s, long long m, const BatchShape& b, int dp, std::vector<Status>* out) {
   if (s.pp < 2) return;
   // 1F1B's warm-up (and interleaved's, and ZB-H1's, which keeps 1F1B's in-flight bound)
   // fills the pipeline with p micro-batches before the first backward.
   const bool one_f_one_b = s.sched == "1f1b" || s.sched == "interleaved" || s.sched == "zbh1";
+  const long long k = schedule_mb(s, b, dp);
+  const std::string set_mb = k > 0 ? "set mb=" + str(k) : "";
   if (one_f_one_b && m < s.pp) {
     out->push_back(err("sched=" + s.sched + " with pp" + str(s.pp) + " needs at least " +
                        str(s.pp) + " micro-batches per step, but there are " + str(m) +
-                       "; raise global_batch or lower micro_batch (or set mb=" + str(s.pp) +
-                       "), or use sched=gpipe"));
+                       "; raise global_batch or lower micro_batch" + (k > 0 ? " (or " + set_mb + ")" : "") +
+                       ", or use sched=gpipe"));
   } else if (s.sched == "interleaved" && m % s.pp != 0) {
     out->push_back(err("sched=interleaved:" + str(s.virtual_stages) +
                        " needs the micro-batch count (" + str(m) + ") to be a multiple of pp" +
-                       str(s.pp) + "; change global_batch, micro_batch or mb= accordingly"));
+                       str(s.pp) + "; " + (k > 0 ? set_mb + ", or change" : "change") +
+                       " global_batch or micro_batch accordingly"));
   }
 }
 
@@ -184,9 +227,9 @@ std::vector<Status> validate_all(const ParallelSpec& spec, const ClusterFacts& c
   check_model(spec, model, &out);
   if (layout.is_ok()) {
     std::optional<long long> m = check_batch(spec, batch, layout->dp(), &out);
-    if (m) check_schedule(spec, *m, &out);
+    if (m) check_schedule(spec, *m, batch, layout->dp(), &out);
   } else if (spec.mb) {
-    check_schedule(spec, *spec.mb, &out);
+    check_schedule(spec, *spec.mb, BatchShape{}, 0, &out);
   }
   return out;
 }

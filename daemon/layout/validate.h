@@ -10,8 +10,11 @@
 //                    parallelism and % 2cp (cp chunks); layers % (pp * virtual stages); experts % ep
 //                    (and ep > 1 only for a model with experts)
 //   batch            global_batch == micro_batch * grad_accum * dp with grad_accum whole;
-//                    with mb=M in the spec, grad_accum = M
-//   schedule         1f1b / interleaved need micro-batches m >= pp; interleaved needs m % pp
+//                    with mb=M in the spec, grad_accum = M and the micro-batch becomes
+//                    global_batch / (M * dp), which must be whole
+//                    (e.g. global_batch 16, dp2, mb=4: micro-batches of 2)
+//   schedule         1f1b / interleaved need micro-batches m >= pp; interleaved needs m % pp;
+//                    a suggested mb=K is one these checks and the batch accept
 // A field left at its "unknown" value (0, or -1 for experts) is not checked.
 // Part of the layout core: standard library only.
 #pragma once

@@ -117,15 +117,27 @@ TEST(ValidateTest, EachInvariantHasItsMessage) {
       {"tp2", cluster(8, 8), {}, batch(8, 4),
        "partrain: global_batch 8 is not a multiple of micro_batch 4 x dp4 = 16, so grad_accum "
        "is not whole; use a global_batch of 16"},
-      {"tp2,mb=4", cluster(8, 8), {}, batch(128, 4),
-       "partrain: global_batch 128 != micro_batch 4 x mb=4 x dp4 = 64; drop mb= to derive the "
-       "micro-batch count, or set global_batch to 64"},
+      {"tp2,mb=5", cluster(8, 8), {}, batch(128, 4),
+       "partrain: global_batch 128 does not split into mb=5 micro-batches on each of dp4 (5 x 4 = 20 "
+       "does not divide it); use mb=4 or mb=8, or drop mb= to derive the count"},
+      {"tp2,mb=4", cluster(8, 8), {}, batch(100, 4),
+       "partrain: global_batch 100 does not split into mb=4 micro-batches on each of dp4 (4 x 4 = 16 "
+       "does not divide it); use mb=1 or mb=5, or drop mb= to derive the count"},
+      {"tp2,mb=4", cluster(8, 8), {}, batch(102, 4),
+       "partrain: global_batch 102 does not split into mb=4 micro-batches on each of dp4 (4 x 4 = 16 "
+       "does not divide it); set global_batch to a multiple of 16, or drop mb= to derive the count"},
       {"tp2,pp4", cluster(16, 8), {}, batch(8, 2),
        "partrain: sched=1f1b with pp4 needs at least 4 micro-batches per step, but there are "
        "2; raise global_batch or lower micro_batch (or set mb=4), or use sched=gpipe"},
       {"pp4,sched=interleaved:2", cluster(8, 8), {}, batch(12, 1),
        "partrain: sched=interleaved:2 needs the micro-batch count (6) to be a multiple of pp4; "
-       "change global_batch, micro_batch or mb= accordingly"},
+       "change global_batch or micro_batch accordingly"},
+      {"pp4,sched=interleaved:2", cluster(4, 4), {}, batch(24, 4),
+       "partrain: sched=interleaved:2 needs the micro-batch count (6) to be a multiple of pp4; "
+       "set mb=4, or change global_batch or micro_batch accordingly"},
+      {"tp2,pp2", cluster(4, 4), {}, batch(8, 8),
+       "partrain: sched=1f1b with pp2 needs at least 2 micro-batches per step, but there are "
+       "1; raise global_batch or lower micro_batch (or set mb=2), or use sched=gpipe"},
       {"pp4,mb=2", cluster(4, 4), {}, {},
        "partrain: sched=1f1b with pp4 needs at least 4 micro-batches per step, but there are "
        "2; raise global_batch or lower micro_batch (or set mb=4), or use sched=gpipe"},
@@ -140,6 +152,48 @@ TEST(ValidateTest, EachInvariantHasItsMessage) {
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
     EXPECT_EQ(s.message(), c.message);
   }
+}
+
+// With mb=M the micro-batch is global_batch / (M x dp), as the runtime derives it
+// (config's grad_accum_steps): a batch that splits so is valid.
+TEST(ValidateTest, MicroBatchCountSplitsTheGlobalBatch) {
+  EXPECT_TRUE(validate(parse("tp2,mb=4"), cluster(8, 8), {}, batch(128, 4)).is_ok());
+  EXPECT_TRUE(validate(parse("tp2,pp2,mb=2"), cluster(4, 4), {}, batch(8, 8)).is_ok());
+}
+
+// Every "set mb=K" or "use mb=K" a refusal suggests is accepted when taken, for every
+// small batch, dp and pipeline schedule (the suggestion must work as written).
+TEST(ValidateTest, SuggestedMicroBatchCountsWorkWhenTaken) {
+  int suggested = 0;
+  for (const char* sched : {"1f1b", "interleaved:2", "zbh1"}) {
+    for (int pp : {2, 3, 4}) {
+      for (int dp : {1, 2, 3}) {
+        for (int64_t global = 1; global <= 48; ++global) {
+          for (int64_t micro = 1; micro <= 8; ++micro) {
+            for (int mb : {0, 1, 5}) {
+              std::string spec = "pp" + std::to_string(pp) + ",sched=" + sched;
+              if (mb > 0) spec += ",mb=" + std::to_string(mb);
+              const ClusterFacts c = cluster(pp * dp, 8);
+              Status s = validate(parse(spec.c_str()), c, {}, batch(global, micro));
+              const std::string& m = s.message();
+              size_t at = m.find("set mb=");
+              if (at == std::string::npos) at = m.find("use mb=");
+              if (at == std::string::npos) continue;
+              const int k = std::stoi(m.substr(at + 7));
+              std::string taken = "pp" + std::to_string(pp) + ",sched=" + sched + ",mb=" + std::to_string(k);
+              SCOPED_TRACE(spec + " global " + std::to_string(global) + " micro " + std::to_string(micro) +
+                           " dp " + std::to_string(dp) + ": " + m);
+              const Status t = validate(parse(taken.c_str()), c, {}, batch(global, micro));
+              EXPECT_TRUE(t.is_ok()) << t.message();
+              EXPECT_EQ(global % (int64_t{k} * dp), 0);  // config's grad_accum_steps accepts it
+              ++suggested;
+            }
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(suggested, 100);
 }
 
 TEST(ValidateTest, GpipeAcceptsFewMicroBatches) {
