@@ -27,8 +27,10 @@ int check_at_submit(spank_t sp);
 int check_at_launch(spank_t sp);
 
 // remote.cc: the PARTRAIN_* environment of one task (task_init). Always returns 0 for
-// problems of the job: a non-zero return would drain the node.
+// problems of the job: a non-zero return would drain the node. When the step's layout is
+// refused, kSpankErrorVar holds the reason for the agent to print.
 int set_task_env(spank_t sp);
+inline constexpr const char* kSpankErrorVar = "PARTRAIN_SPANK_ERROR";
 
 // remote.cc: at the job's end (job_epilog, as root in slurmd, on every node of the job)
 // removes the job's secret from its state directory. Always returns 0: a failing epilog

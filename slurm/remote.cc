@@ -4,8 +4,8 @@
 //
 // Never fails the task: under sbatch a non-zero return here drains the node, and nothing
 // a user writes in --partrain should take a node out of service. Problems are reported to
-// the task's stderr and the PARTRAIN_* variables are left unset, so the agent stops with a
-// clear message of its own.
+// the task's stderr and the PARTRAIN_* variables are left unset; PARTRAIN_SPANK_ERROR
+// carries the reason, which the agent then prints instead of the variable it misses.
 #include <optional>
 #include <string>
 #include <vector>
@@ -94,6 +94,8 @@ int set_task_env(spank_t sp) {
   Result<StepEnv> env = compute_step_env(spec, facts, args, switches);
   if (!env.is_ok()) {
     if (local == 0) report(where + unprefixed(env.status().message()) + " (PARTRAIN_* not set)");
+    // The agent names this reason instead of the variables it misses.
+    spank_setenv(sp, kSpankErrorVar, (where + unprefixed(env.status().message())).c_str(), 1);
     return 0;
   }
   for (const std::string& w : env->warnings) {

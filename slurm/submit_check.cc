@@ -59,7 +59,9 @@ bool long_takes_value(std::string_view name) {
       "dependency", "nodelist", "exclude", "distribution", "cpus-per-task", "mem",
       "mem-per-cpu", "mem-per-gpu", "gpus", "gpus-per-task", "cpus-per-gpu", "export",
       "reservation", "begin", "array", "licenses", "signal", "comment", "mail-type",
-      "mail-user", "wckey", "partrain"};
+      "mail-user", "wckey", "partrain", "ntasks-per-core", "ntasks-per-socket", "ntasks-per-gpu",
+      "mincpus", "cores-per-socket", "sockets-per-node", "threads-per-core", "extra-node-info",
+      "gpus-per-socket", "tres-per-task"};
   for (std::string_view n : kNames) {
     if (n == name) return true;
   }
@@ -78,7 +80,18 @@ void apply(AllocationFacts* f, std::string_view name, std::string_view value) {
   } else if (name == "D" || name == "chdir") {
     f->chdir = std::string(value);
   } else if (name == "gres") {
-    if (std::optional<int> g = parse_gres(value)) f->gpus_per_node = g;
+    if (std::optional<int> g = parse_gres(value)) {
+      f->gpus_per_node = g;
+    } else if (value.find("gpu") != std::string_view::npos) {
+      f->tasks_open = true;
+    }
+  } else if (name == "c" || name == "cpus-per-task" || name == "exclusive" || name == "O" ||
+             name == "overcommit" || name == "ntasks-per-core" || name == "ntasks-per-socket" ||
+             name == "ntasks-per-gpu" || name == "mincpus" || name == "cores-per-socket" ||
+             name == "sockets-per-node" || name == "threads-per-core" || name == "B" ||
+             name == "extra-node-info" || name == "G" || name == "gpus" || name == "gpus-per-task" ||
+             name == "gpus-per-socket" || name == "tres-per-task" || name == "cpus-per-gpu") {
+    f->tasks_open = true;
   }
 }
 
@@ -105,10 +118,12 @@ AllocationFacts scan_options(const std::vector<std::string>& args, std::string* 
         apply(&f, body.substr(0, eq), body.substr(eq + 1));
       } else if (long_takes_value(body) && i + 1 < args.size()) {
         apply(&f, body, args[++i]);
+      } else {
+        apply(&f, body, "");  // a flag: --exclusive, --overcommit
       }
       continue;
     }
-    // -N2, -N 2, or a cluster of flags such as -vv.
+    // -N2, -N 2, or a cluster of flags such as -vv (-O among them).
     const char c = a[1];
     if (short_takes_value(c)) {
       std::string_view value;
@@ -118,6 +133,8 @@ AllocationFacts scan_options(const std::vector<std::string>& args, std::string* 
         value = args[++i];
       }
       apply(&f, std::string_view(&a[1], 1), value);
+    } else if (a.find('O') != std::string_view::npos) {
+      apply(&f, "O", "");
     }
   }
   return f;
@@ -165,6 +182,7 @@ std::optional<int> world_size(const AllocationFacts& f) {
     const int devices = *f.nodes * gpus;
     if (!tasks || *tasks == *f.nodes || *tasks == devices) return devices;
   }
+  if (!tasks && f.nodes && !f.gpus_per_node && !f.tasks_open) return *f.nodes;  // one task per node
   return tasks;
 }
 
@@ -177,7 +195,14 @@ Status check_spec(const ParallelSpec& spec, const AllocationFacts& facts, const 
   cluster.world = world ? *world : static_cast<int>(std::min<long long>(stand_in, 1 << 30));
   cluster.gpus_per_node = facts.gpus_per_node.value_or(0);
   cluster.nvlink_domain = args.nvlink_domain;
-  return validate(spec, cluster);
+  Status s = validate(spec, cluster);
+  if (!s.is_ok() && world && !facts.tasks && !facts.tasks_per_node && !facts.gpus_per_node) {
+    // The world came from Slurm's default, not from an option the user typed: say so.
+    return Status::invalid(s.message() + " (the job has " + std::to_string(*world) + " node" +
+                           (*world == 1 ? "" : "s") + " x 1 task, Slurm's default without -n or "
+                           "--ntasks-per-node)");
+  }
+  return s;
 }
 
 }  // namespace partrain::spank

@@ -24,6 +24,11 @@ struct AllocationFacts {
   std::optional<int> tasks;           // -n/--ntasks
   std::optional<int> tasks_per_node;  // --ntasks-per-node
   std::optional<int> gpus_per_node;   // --gpus-per-node=[type:]N or --gres=gpu[:type]:N
+  // An option that can make the task count differ from Slurm's default of one task per
+  // node, or GPUs given in a form not counted per node (-c, --exclusive, --overcommit,
+  // --ntasks-per-core/socket/gpu, --gpus, --gpus-per-task, ...): the world stays unknown
+  // unless -n or --ntasks-per-node gives it.
+  bool tasks_open = false;
   std::string chdir;                  // -D/--chdir DIR: where the job runs ("" = here)
 };
 
@@ -39,7 +44,8 @@ std::vector<std::string> sbatch_directives(std::string_view script);
 
 // The number of partrain ranks the facts imply, if they settle it. With GPUs known, a
 // job of one task per node (the partraind agent form) or of unknown task count has one
-// rank per GPU; otherwise one rank per task.
+// rank per GPU; otherwise one rank per task. Without GPUs or task options, a job of N
+// nodes has Slurm's default of one task per node: N CPU ranks (etc/examples/train.sbatch).
 std::optional<int> world_size(const AllocationFacts& facts);
 
 // Checks `spec` against what is known: degrees, world divisibility, an explicit dp, ep

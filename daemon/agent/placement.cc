@@ -47,6 +47,11 @@ Result<Placement> placement_from(const AgentOptions& o,
     return p;
   }
   for (const char* k : {"PARTRAIN_WORLD", "PARTRAIN_NODE_RANKS", "PARTRAIN_COORDINATOR"}) {
+    if (get(k).empty() && !get("PARTRAIN_SPANK_ERROR").empty()) {
+      // The plugin refused this step's layout and said why (slurm/remote.cc).
+      return Status::invalid(fmt::format("the partrain SPANK plugin gave this task no ranks: {}",
+                                         get("PARTRAIN_SPANK_ERROR")));
+    }
     if (get(k).empty()) {
       return Status::invalid(fmt::format(
           "{} is not set: run partraind under srun with the partrain SPANK plugin "

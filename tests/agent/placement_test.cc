@@ -48,6 +48,13 @@ TEST(Placement, BadEnvironmentsNameTheVariable) {
   EXPECT_EQ(missing.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(missing.status().message().find("PARTRAIN_NODE_RANKS is not set"), std::string::npos);
 
+  // The plugin refused the step's layout: its reason, not the first variable missing.
+  Result<Placement> refused = placement_from(
+      o, {{"PARTRAIN_SPANK_ERROR", "step 7.0: world size 2 is not a multiple of tp3 x pp1 = 3"}});
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.status().message(), "the partrain SPANK plugin gave this task no ranks: step 7.0: world size 2 "
+                                        "is not a multiple of tp3 x pp1 = 3");
+
   Result<Placement> rank = placement_from(
       o, {{"PARTRAIN_WORLD", "2"}, {"PARTRAIN_NODE_RANKS", "0,2"}, {"PARTRAIN_COORDINATOR", "h:1"}});
   ASSERT_FALSE(rank);

@@ -82,6 +82,40 @@ TEST(WorldSize, OneRankPerGpuOrPerTask) {
   EXPECT_EQ(world_size(cpu), 6);
 }
 
+// sbatch -N 2 with no task or GPU option (etc/examples/train.sbatch): Slurm's default of
+// one task per node, so 2 CPU ranks; an option that lets a step run more tasks leaves
+// the world unknown.
+TEST(WorldSize, NodesAloneMeanOneTaskPerNode) {
+  EXPECT_EQ(world_size(scan({"-N", "2", "train.sbatch"})), 2);
+  EXPECT_EQ(world_size(scan({"--nodes=3", "--requeue", "--signal=USR1@120", "x.sbatch"})), 3);
+  for (const std::vector<std::string>& open :
+       std::vector<std::vector<std::string>>{{"-N", "2", "-c", "4"}, {"-N", "2", "--exclusive"},
+                                             {"-N", "2", "-O"}, {"-N", "2", "--overcommit"},
+                                             {"-N", "2", "--gpus=8"}, {"-N", "2", "--gpus-per-task=1"},
+                                             {"-N", "2", "--ntasks-per-socket", "2"}, {"-N", "2", "--gres=gpu"}}) {
+    std::vector<std::string> args = open;
+    args.push_back("x.sbatch");
+    AllocationFacts f = scan(args);
+    if (args[2] == "--gres=gpu") {
+      EXPECT_EQ(world_size(f), 2) << "one GPU per node, one rank each";
+      continue;
+    }
+    EXPECT_FALSE(world_size(f)) << args[2];
+  }
+}
+
+TEST(CheckSpec, RefusesASpecTheDefaultTaskCountCannotHold) {
+  PluginArgs args;
+  AllocationFacts f = scan({"-N", "2", "train.sbatch"});
+  EXPECT_TRUE(check_spec(*parse_spec("dp2"), f, args).is_ok());
+  Status s = check_spec(*parse_spec("tp3"), f, args);
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_EQ(s.message(), "partrain: world size 2 is not a multiple of tp3 x pp1 = 3; use a multiple of 3 ranks "
+                         "or smaller tp/pp (the job has 2 nodes x 1 task, Slurm's default without -n or "
+                         "--ntasks-per-node)");
+  EXPECT_TRUE(check_spec(*parse_spec("tp3"), scan({"-N", "2", "--exclusive", "x.sbatch"}), args).is_ok());
+}
+
 TEST(CheckSpec, RefusesWhatTheAllocationCannotHold) {
   PluginArgs args;
   args.nvlink_domain = 4;

@@ -80,6 +80,12 @@ id=$(sbatch --parsable --hold -o /dev/null "$repo/etc/examples/train.sbatch") ||
 scancel "$id"
 echo "ok: etc/examples/train.sbatch (dp2 on 2 nodes, --requeue) accepted as job $id"
 
+# The example job's shape is known at submit: 2 nodes x 1 task (Slurm's default), so 2 CPU
+# ranks, which tp3 cannot split.
+refused "tp3 on etc/examples/train.sbatch (2 nodes x 1 task)" \
+  "world size 2 is not a multiple of tp3 x pp1 = 3; use a multiple of 3 ranks or smaller tp/pp (the job has 2 nodes x 1 task" \
+  sbatch --partrain=tp3 "$repo/etc/examples/train.sbatch"
+
 # A good spec goes through and creates a job.
 before=$(next_job_id)
 id=$(sbatch --parsable -N 2 --gpus-per-node=4 --partrain=tp2,pp2 --wrap true) ||
