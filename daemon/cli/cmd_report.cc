@@ -84,6 +84,10 @@ Result<planner::RunSeries> read_run(const std::string& dir) {
       // crash's) are replaced by those after it.
       Result<double> at = field(*line, "resumed_at_step", true, 0, where);
       if (!at) return at.status();
+      while (!s.val_steps.empty() && static_cast<double>(s.val_steps.back()) > *at) {
+        s.val_steps.pop_back();
+        s.val_losses.pop_back();
+      }
       while (!s.steps.empty() && static_cast<double>(s.steps.back()) > *at) {
         s.steps.pop_back();
         s.loss.pop_back();
@@ -105,7 +109,11 @@ Result<planner::RunSeries> read_run(const std::string& dir) {
     if (!world) return world.status();
     Result<double> val = field(*line, "val_loss", false, -1, where);
     if (!val) return val.status();
-    if (*val >= 0) s.val_loss = *val;
+    if (*val >= 0) {
+      s.val_loss = *val;
+      s.val_steps.push_back(static_cast<int64_t>(*step));
+      s.val_losses.push_back(*val);
+    }
     s.steps.push_back(static_cast<int64_t>(*step));
     s.loss.push_back(*loss);
     s.step_ms.push_back(*ms);
@@ -113,6 +121,7 @@ Result<planner::RunSeries> read_run(const std::string& dir) {
     if (s.steps.size() == 1) first_tokens = *tokens;
     last_tokens = *tokens;
   }
+  s.val_loss = s.val_losses.empty() ? -1 : s.val_losses.back();  // after any restart marker's cut
   // "tokens" counts every token trained so far; a step's worth is the difference.
   if (s.steps.size() > 1) {
     s.tokens_per_step = (last_tokens - first_tokens) /

@@ -23,6 +23,8 @@ struct RunSeries {
   std::vector<double> loss;
   std::vector<double> step_ms;
   double val_loss = -1;        // the last validation loss ([data] val_files); < 0: none
+  std::vector<int64_t> val_steps;  // the steps that evaluated, and their validation loss
+  std::vector<double> val_losses;
 };
 
 enum class ScalingKind { kStrong, kWeak, kMixed };
@@ -48,8 +50,14 @@ struct ScalingReport {
 // Errors name the run: no steps, a non-positive step time or rank count.
 Result<ScalingReport> scaling_report(const std::vector<RunSeries>& runs);
 
-// A self-contained SVG: speedup against ranks (with the ideal line) and loss per step of
-// every run.
+// A self-contained SVG: speedup against ranks on log2 axes (with the ideal line, ticks at
+// the runs' rank counts), and every run's training loss per step with its validation loss
+// (dots, dashed) where the run evaluated; linear axes ticked at round numbers.
 std::string scaling_svg(const ScalingReport& report, const std::vector<RunSeries>& runs);
+
+// Round tick values for a linear axis over [lo, hi]: multiples of a step of 1, 2 or 5 x 10^k
+// chosen to give about `target` ticks, every one inside [lo, hi] (whole numbers only when
+// `whole`, e.g. steps). E.g. nice_ticks(0.514, 3.7, 5, false) = 1, 1.5, 2, ..., 3.5.
+std::vector<double> nice_ticks(double lo, double hi, int target, bool whole);
 
 }  // namespace partrain::planner
