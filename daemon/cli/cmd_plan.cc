@@ -375,8 +375,8 @@ void register_plan(CLI::App& app, CommandResult* result) {
                   "profile name (A100-40GB, A100-80GB, H100-SXM, H200-SXM, cpu) or a profile file")
       ->required();
   cmd->add_option("--hardware-dir", args->hardware_dir,
-                  "folder of profiles (default: $PARTRAIN_HARDWARE_DIR, else the installed "
-                  "etc/partrain/hardware)");
+                  "folder of profiles (default: $PARTRAIN_HARDWARE_DIR, else the site config's [paths] "
+                  "hardware_dir, else the installed etc/partrain/hardware)");
   cmd->add_flag("--json", args->json, "machine-readable output");
   cmd->add_flag("--search", args->search,
                 "rank every valid layout that fits and that this version runs on the profile's "

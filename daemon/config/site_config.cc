@@ -28,6 +28,7 @@ const std::vector<KeyRule<SiteConfig>>& site_rules() {
   static const std::vector<KeyRule<SiteConfig>> kRules = {
       detail::path_key<SiteConfig>("paths", "plugin_dir", FIELD(plugin_dir)),
       detail::path_key<SiteConfig>("paths", "state_root", FIELD(state_root)),
+      detail::path_key<SiteConfig>("paths", "hardware_dir", FIELD(hardware_dir)),
       detail::integer_key<SiteConfig>("topology", "gpus_per_node", FIELD(gpus_per_node),
                                       detail::at_least(0)),
       detail::integer_key<SiteConfig>("topology", "nvlink_domain", FIELD(nvlink_domain),

@@ -30,6 +30,10 @@ struct SiteConfig {
   // writable by users (mode 1777); the SPANK plugin reads it from this file too.
   // Default: /var/lib/partrain
   std::string state_root = "/var/lib/partrain";
+  // Hardware profiles (NAME.toml) for `--hardware NAME`, over the installed
+  // <sysconfdir>/partrain/hardware; a build tree's site config names the source tree's
+  // etc/hardware. Default: "" (the installed folder)
+  std::string hardware_dir;
   // [topology]: hints for machines where detection is impossible or wrong.
   int gpus_per_node = 0;      // devices per node; 0 = detect (Slurm, CUDA). Default: 0
   int nvlink_domain = 0;      // GPUs sharing one NVLink/NVSwitch domain; 0 = gpus_per_node. Default: 0

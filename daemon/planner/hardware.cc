@@ -12,6 +12,7 @@
 #include <toml++/toml.h>
 
 #include "common/read_file.h"
+#include "config/site_config.h"
 #include "planner/rates.h"
 
 #ifndef PARTRAIN_HARDWARE_DIR_DEFAULT
@@ -173,9 +174,14 @@ Result<HardwareProfile> load_hardware(const std::string& name_or_path, const std
                        (name_or_path.size() > 5 &&
                         name_or_path.compare(name_or_path.size() - 5, 5, ".toml") == 0);
   const char* env = std::getenv("PARTRAIN_HARDWARE_DIR");
-  const std::string folder = !dir.empty()                  ? dir
-                             : env != nullptr && *env != 0 ? std::string(env)
-                                                           : default_hardware_dir();
+  std::string folder = !dir.empty() ? dir : env != nullptr && *env != 0 ? std::string(env) : "";
+  if (folder.empty() && !is_file) {
+    // The site's folder ([paths] hardware_dir), read only when a name needs it.
+    Result<config::SiteConfig> site = config::load_site_config("");
+    if (!site) return site.status();
+    folder = site->hardware_dir;
+  }
+  if (folder.empty()) folder = default_hardware_dir();
   const std::string path = is_file ? name_or_path : folder + "/" + name_or_path + ".toml";
   // A profile is a few kilobytes; a FIFO or device is refused, never waited on.
   Result<std::string> text = read_regular_file(path, "hardware profile", size_t{1} << 20);
@@ -193,8 +199,9 @@ Result<HardwareProfile> load_hardware(const std::string& name_or_path, const std
     for (const std::string& n : names) list += (list.empty() ? "" : ", ") + n;
     return Status::invalid("partrain: --hardware " + name_or_path + ": no such profile in " +
                            folder +
-                           (list.empty() ? std::string(" (the folder has none; in a source tree "
-                                                       "use --hardware-dir etc/hardware)")
+                           (list.empty() ? std::string(" (the folder has none; from a build tree, set "
+                                                       "PARTRAIN_SITE_CONFIG=build/etc/partrain.toml, which names "
+                                                       "etc/hardware, or use --hardware-dir etc/hardware)")
                                          : "; choose one of " + list) +
                            ", or give a profile file");
   }

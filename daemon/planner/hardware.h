@@ -100,7 +100,8 @@ struct HardwareProfile {
 Result<HardwareProfile> parse_hardware(std::string_view text, const std::string& path);
 
 // `name_or_path`: a file (contains '/' or ends in .toml) or a profile name looked up as
-// DIR/NAME.toml in `dir`, else $PARTRAIN_HARDWARE_DIR, else the installed
+// DIR/NAME.toml in `dir`, else $PARTRAIN_HARDWARE_DIR, else the site config's [paths]
+// hardware_dir (a build tree's names the source tree's etc/hardware), else the installed
 // <sysconfdir>/partrain/hardware. An unknown name lists the profiles that exist.
 Result<HardwareProfile> load_hardware(const std::string& name_or_path, const std::string& dir = "");
 

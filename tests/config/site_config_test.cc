@@ -167,7 +167,7 @@ TEST(SiteConfig, EnvironmentLogLevelBeatsTheSiteFile) {
 
 TEST(SiteConfig, KnownKeysComeFromTheParserTable) {
   EXPECT_EQ(known_site_keys(),
-            (std::vector<std::string>{"paths.plugin_dir", "paths.state_root",
+            (std::vector<std::string>{"paths.plugin_dir", "paths.state_root", "paths.hardware_dir",
                                       "topology.gpus_per_node", "topology.nvlink_domain",
                                       "topology.file", "rendezvous.port_base", "rendezvous.port_range",
                                       "defaults.spec", "agent.progress_timeout", "log.level"}));
