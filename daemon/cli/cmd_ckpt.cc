@@ -7,8 +7,8 @@
 //   partrain ckpt export RUN_DIR --job JOB.toml --hf DIR [--tokenizer FILE...] [--max-shard-size 5GB]
 //
 // RUN_DIR is a run folder (its checkpoints/ holds state.db) or a checkpoint root itself
-// ([checkpoint] dir). export writes one checkpoint's weights under Hugging Face names,
-// through the model of JOB.toml (engine/model/hf_io), whatever layout wrote them.
+// ([checkpoint] dir). export is `partrain export RUN_DIR --job JOB.toml` (cmd_export.cc):
+// one checkpoint's weights under Hugging Face names, whatever layout wrote them.
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -42,6 +42,16 @@ struct CkptArgs {
   ExportTarget target;
   int64_t step = -1;  // -1: the newest
 };
+
+// `ckpt export RUN_DIR --job JOB` is `partrain export RUN_DIR --job JOB` (cmd_export.cc).
+int export_checkpoint(const CkptArgs& a) {
+  ExportRequest r;
+  r.source = a.run_dir;
+  r.job = a.job;
+  r.step = a.step;
+  r.target = a.target;
+  return run_export(r);
+}
 
 
 using Opened = OpenedRun;
@@ -104,16 +114,6 @@ int run_verify(const CkptArgs& a) {
   return kExitOk;
 }
 
-int run_export(const CkptArgs& a) {
-  auto src = open_model_source(a.run_dir, a.job, a.step);
-  if (!src) return fail(src.status());
-  std::unique_ptr<engine::Backend> be;
-  auto m = model_of(*src, &be);
-  if (!m) return fail(m.status());
-  if (Status s = write_export(**m, a.target, "the weights of " + src->what); !s) return fail(s);
-  return kExitOk;
-}
-
 }  // namespace
 
 void register_ckpt(CLI::App& app, CommandResult* result) {
@@ -127,13 +127,14 @@ void register_ckpt(CLI::App& app, CommandResult* result) {
   verify->add_option("run_dir", args->run_dir, "run folder, or the [checkpoint] dir")->required();
   verify->add_option("--step", args->step, "only this step's checkpoint")->check(cli_checks::kNonNegative);
   verify->callback([args, result] { result->exit_code = run_verify(*args); });
-  CLI::App* exp = ckpt->add_subcommand("export", "Write one checkpoint's weights as safetensors (Hugging Face names), or a Hugging Face folder with --hf.");
+  CLI::App* exp = ckpt->add_subcommand("export", "Write one checkpoint's weights as safetensors (Hugging Face names), or a "
+                                                 "Hugging Face folder with --hf: the same as partrain export RUN_DIR --job JOB.toml.");
   exp->add_option("run_dir", args->run_dir, "run folder, or the [checkpoint] dir")->required();
   exp->add_option("--job", args->job, "the job file the run trained (for [model])")->required()->check(CLI::ExistingFile);
   add_export_options(exp, &args->target);
   exp->add_option("--step", args->step, "the checkpoint's step (default: the newest that verifies)")
       ->check(cli_checks::kNonNegative);
-  exp->callback([args, result] { result->exit_code = run_export(*args); });
+  exp->callback([args, result] { result->exit_code = export_checkpoint(*args); });
 }
 
 }  // namespace partrain::cli

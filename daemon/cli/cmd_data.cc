@@ -26,6 +26,7 @@
 #include "common/exit_codes.h"
 #include "common/read_file.h"
 #include "cli/fail.h"
+#include "common/cpu_budget.h"
 #include "common/units.h"
 #include "engine/data/dataset.h"
 #include "tokenize/encode_corpus.h"
@@ -39,7 +40,7 @@ namespace data = partrain::engine::data;
 struct EncodeArgs {
   bool bytes = false;
   std::string tokenizer;
-  int threads = 2;
+  int threads = 0;  // 0: thread_count() (OMP_NUM_THREADS, else the CPUs this process may use)
   uint64_t shard_tokens = 0;
   std::string text_key = "text";
   std::vector<std::string> texts;
@@ -74,8 +75,9 @@ int run_tokenizer_encode(const EncodeArgs& a) {
     return fail(Status::invalid("data encode: --val-output goes with --bytes; with --tokenizer "
                                 "encode the validation texts into their own shard (a second "
                                 "`partrain data encode`)"));
-  if (a.threads < 1)
+  if (a.threads < 0)
     return fail(Status::invalid(fmt::format("data encode: --threads {} must be at least 1", a.threads)));
+  const int threads = thread_count(a.threads);
   auto tok = tokenize::load_tokenizer(a.tokenizer);
   if (!tok) return fail(tok.status());
   tokenize::EncodeOptions o;
@@ -83,7 +85,7 @@ int run_tokenizer_encode(const EncodeArgs& a) {
   o.output = a.output;
   o.text_key = a.text_key;
   o.shard_tokens = a.shard_tokens;
-  o.threads = a.threads;
+  o.threads = threads;
   o.token_bytes = a.uint32 ? 4 : 0;
   const bool tty = isatty(STDERR_FILENO) != 0;
   std::function<void(const tokenize::EncodeProgress&)> progress;
@@ -99,7 +101,7 @@ int run_tokenizer_encode(const EncodeArgs& a) {
               (*tok)->describe().c_str(), human_count(static_cast<double>(t.tokens)).c_str(),
               human_bytes(t.seconds > 0 ? static_cast<double>(t.bytes_total) / t.seconds : 0).c_str(),
               human_count(t.seconds > 0 ? static_cast<double>(t.tokens) / t.seconds : 0).c_str(),
-              plural(a.threads, "thread").c_str(), human_ms(t.seconds * 1000.0).c_str());
+              plural(threads, "thread").c_str(), human_ms(t.seconds * 1000.0).c_str());
   for (const auto& shard : s->shards)
     std::printf("wrote %s (llm.c, uint%d)\n", shard.c_str(), s->token_bytes * 8);
   if (s->replaced_utf8 > 0)
@@ -170,7 +172,9 @@ void register_data(CLI::App& app, CommandResult* result) {
       ->check(CLI::ExistingFile);
   encode->add_flag("--bytes", encode_args->bytes,
                    "Byte-level tokenizer: one token per byte, vocab_size 256");
-  encode->add_option("--threads", encode_args->threads, "Encoding threads (default 2)");
+  encode->add_option("--threads", encode_args->threads,
+                     "Encoding threads (default: OMP_NUM_THREADS, else the CPUs this process may use: its "
+                     "affinity mask within its cgroup's CPU quota)");
   encode->add_option("--shard-tokens", encode_args->shard_tokens,
                      "Tokens per shard: OUT_000000.bin, OUT_000001.bin, ... (default: one shard)");
   encode->add_option("--text-key", encode_args->text_key,
@@ -181,7 +185,9 @@ void register_data(CLI::App& app, CommandResult* result) {
       ->check(CLI::ExistingFile);
   encode->add_option("-o,--output", encode_args->output, "Shard to write")->required();
   encode->add_option("--val-output", encode_args->val_output,
-                     "Also write a validation shard from the tail of each text");
+                     "Also write a validation shard from the tail of each text (with --bytes only: a "
+                     "tokenizer's ids change where a text is cut, so with --tokenizer encode the "
+                     "validation texts into their own shard)");
   encode->add_option("--val-fraction", encode_args->val_fraction,
                      "Share of each text held out for --val-output (default 0.1)");
   encode->add_flag("--uint32", encode_args->uint32,

@@ -18,8 +18,11 @@
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <omp.h>
 
 #include "cli/commands.h"
+#include "common/cli_checks.h"
+#include "common/cpu_budget.h"
 #include "common/exit_codes.h"
 #include "cli/fail.h"
 #include "cli/model_source.h"
@@ -35,6 +38,7 @@ struct GenerateArgs {
   std::string source, job, prompt, tokenizer;
   int64_t step = -1;
   int max_tokens = 64;
+  int threads = 0;  // --threads; 0: thread_count()'s default
   engine::model::SamplingOptions sampling;
 };
 
@@ -52,6 +56,7 @@ int run_generate(const GenerateArgs& a) {
       !(a.sampling.top_p > 0 && a.sampling.top_p <= 1))
     return fail(Status::invalid("generate: --max-tokens, --temperature and --top-k must be >= 0 "
                                 "and --top-p in (0, 1]"));
+  omp_set_num_threads(thread_count(a.threads));
   auto src = open_model_source(a.source, a.job, a.step);
   if (!src) return fail(src.status());
   auto tok = pick_tokenizer(a, *src);
@@ -128,6 +133,10 @@ void register_generate(CLI::App& app, CommandResult* result) {
   cmd->add_option("--top-k", a->sampling.top_k, "sample from the k most probable tokens (default 0: all)");
   cmd->add_option("--top-p", a->sampling.top_p, "nucleus: the most probable tokens holding this mass (default 1)");
   cmd->add_option("--seed", a->sampling.seed, "the draws' seed: same seed, same text (default 0)");
+  cmd->add_option("--threads", a->threads,
+                  "CPU threads (default: OMP_NUM_THREADS, else the CPUs this process may use: its affinity "
+                  "mask within its cgroup's CPU quota)")
+      ->check(cli_checks::kPositive);
   cmd->callback([a, result] { result->exit_code = run_generate(*a); });
 }
 

@@ -33,10 +33,27 @@ struct ImportArgs {
   std::vector<std::string> train_files;
 };
 
+// A TOML array of basic strings (backslash and quote escaped).
 std::string toml_list(const std::vector<std::string>& items) {
   std::string out = "[";
-  for (size_t i = 0; i < items.size(); ++i) out += fmt::format("{}\"{}\"", i ? ", " : "", items[i]);
+  for (size_t i = 0; i < items.size(); ++i) {
+    std::string quoted;
+    for (char c : items[i]) quoted += (c == '"' || c == '\\') ? std::string("\\") + c : std::string(1, c);
+    out += fmt::format("{}\"{}\"", i ? ", " : "", quoted);
+  }
   return out + "]";
+}
+
+// A --train-files path as job.toml must hold it: [data] paths are read relative to the job
+// file's folder (OUT), and the user named them relative to where they stand. A file under
+// OUT stays relative to it (the folder can move); any other becomes absolute.
+std::string path_for_job(const std::string& given, const std::string& out_dir) {
+  std::error_code ec;
+  const fs::path file = fs::weakly_canonical(fs::absolute(given), ec);
+  const fs::path out = fs::weakly_canonical(fs::absolute(out_dir), ec);
+  const fs::path rel = file.lexically_relative(out);
+  if (!rel.empty() && *rel.begin() != "..") return rel.generic_string();
+  return file.generic_string();
 }
 
 std::string job_toml(const engine::ModelOptions& in, const ImportArgs& a, const std::string& tokenizer) {
@@ -46,7 +63,9 @@ std::string job_toml(const engine::ModelOptions& in, const ImportArgs& a, const 
   if (o.moe_experts > 0)
     moe = fmt::format("moe_experts = {}\nmoe_top_k = {}\nmoe_every = {}\nmoe_aux_loss_coef = {}\n",
                       o.moe_experts, o.moe_top_k, o.moe_every, o.moe_aux_loss_coef);
-  const std::vector<std::string> train = a.train_files.empty() ? std::vector<std::string>{"train.bin"} : a.train_files;
+  std::vector<std::string> train;
+  for (const std::string& f : a.train_files) train.push_back(path_for_job(f, a.output));
+  if (train.empty()) train.push_back("train.bin");
   return fmt::format(
       "# Imported from the Hugging Face folder {} by `partrain import hf`.\n"
       "# Fine-tune from its weights:\n#\n"
@@ -114,7 +133,9 @@ void register_import(CLI::App& app, CommandResult* result) {
   hf->add_option("dir", args->dir, "the Hugging Face model folder")->required()->check(CLI::ExistingDirectory);
   hf->add_option("-o,--output", args->output, "folder to write job.toml and model.safetensors into")->required();
   hf->add_option("--name", args->name, "[job] name (default: the output folder's name)");
-  hf->add_option("--train-files", args->train_files, "token shards for [data] train_files");
+  hf->add_option("--train-files", args->train_files,
+                 "token shards for [data] train_files, as paths from here: job.toml stores them relative to "
+                 "OUT when inside it, else absolute");
   hf->callback([args, result] { result->exit_code = run_import(*args); });
 }
 

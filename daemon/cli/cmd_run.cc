@@ -1,19 +1,17 @@
-// `partrain run` and `partrain export`: single-rank training and weight export.
+// `partrain run`: single-rank training, or the local agent with --nproc.
 //
 //   partrain run JOB.toml [--steps N] [--init FILE.safetensors|DIR] [--save FILE.safetensors]
 //                [--device cpu|cuda|cuda:N] [--partrain SPEC|auto] [--nproc N] [--trace STEPS]
 //                [--resume auto|never|STEP]
-//   partrain export JOB.toml [--from FILE.safetensors] -o OUT.safetensors | --hf DIR [--tokenizer F...]
 //
 // run trains on one rank, printing one line per step and writing <run_dir>/metrics.jsonl
 // (one JSON object per step: step, loss, lr, grad_norm, tokens, step_ms, fwd_ms, bwd_ms,
 // opt_ms). --save writes the final weights under Hugging Face names; --init starts from
-// such a file. export writes the job's model under Hugging Face names: its initial weights
-// (from [training] seed), or the weights of --from re-checked against [model] and
-// rewritten as F32. With --nproc N, run starts one local partraind agent (daemon/agent)
+// such a file (`partrain export`, cmd_export.cc, writes a run's checkpoints so). With --nproc N,
+// run starts one local partraind agent (daemon/agent)
 // that trains the SPEC on N worker ranks: CPU ranks, or with --device cuda one GPU each
 // (data-parallel layouts on GPUs).
-// Both save checkpoints as [checkpoint] says and resume as [checkpoint] resume (--resume)
+// Both forms save checkpoints as [checkpoint] says and resume as [checkpoint] resume (--resume)
 // says, by default from the newest committed one that verifies (daemon/store,
 // agent/resume_policy.h); on one rank this process is the coordinator.
 #include <unistd.h>
@@ -68,12 +66,6 @@ struct RunArgs {
   int nproc = 0;  // > 0: the local agent with this many worker ranks
 };
 
-struct ExportArgs {
-  std::string job, from;
-  ExportTarget target;
-};
-
-
 // Loads the job file with PARTRAIN_* environment overrides applied.
 Result<config::JobConfig> load(const std::string& path) {
   Result<config::JobConfig> job = config::load_job(path);
@@ -103,7 +95,7 @@ Status check_single_rank(const config::JobConfig& job, const std::string& cli_sp
 int run_local_agent(const RunArgs& a) {
   if (!a.save.empty()) {
     return fail(Status::invalid("--nproc: --save needs one rank; on several, export a checkpoint instead: "
-                                "partrain ckpt export RUN_DIR --job JOB.toml --hf DIR"));
+                                "partrain export JOB.toml --hf DIR"));
   }
   // The workers' device (over [job] device): the agent passes it to every worker.
   if (!a.device.empty() && a.device != "cpu" && a.device != "cuda") {
@@ -246,29 +238,15 @@ int run_train(const RunArgs& given) {
   return kExitOk;
 }
 
-int run_export(const ExportArgs& a) {
-  Result<config::JobConfig> job = load(a.job);
-  if (!job) return fail(job.status());
-  Result<std::unique_ptr<engine::Backend>> be = engine::make_backend("cpu");
-  if (!be) return fail(be.status());
-  auto m = engine::model::Model::create(job->model, be->get(), 1, job->training.seed);
-  if (!m) return fail(m.status());
-  if (!a.from.empty()) {
-    if (Status s = engine::model::load_hf(**m, a.from); !s) return fail(s);
-  }
-  if (Status s = write_export(**m, a.target, a.from.empty() ? "initial weights" : a.from); !s)
-    return fail(s);
-  return kExitOk;
-}
-
 }  // namespace
 
 void register_run(CLI::App& app, CommandResult* result) {
   auto args = std::make_shared<RunArgs>();
   CLI::App* run = app.add_subcommand(
-      "run", "Train the job's model on one rank (CPU or one GPU). One line per step; "
-             "metrics in <run_dir>/metrics.jsonl. Saves checkpoints ([checkpoint]) and "
-             "resumes from the newest committed one.");
+      "run", "Train the job's model: on one rank (CPU or one GPU), or with --nproc N on N local ranks "
+             "(any layout: --partrain=tp2,pp2 --nproc 4). One line per step; metrics in "
+             "<run_dir>/metrics.jsonl. Saves checkpoints ([checkpoint]) and resumes from the newest "
+             "committed one.");
   run->add_option("job", args->job, "job file (TOML)")->required()->check(CLI::ExistingFile);
   run->add_option("--steps", args->steps, "optimizer steps (overrides [training] steps)")
       ->check(cli_checks::kPositive);
@@ -298,22 +276,12 @@ void register_run(CLI::App& app, CommandResult* result) {
                   "file, as for `partrain plan`); default: cpu on CPU ranks, none on GPUs");
   run->add_option("--hardware-dir", args->hardware_dir,
                   "folder of hardware profiles for --hardware NAME (default: $PARTRAIN_HARDWARE_DIR, "
-                  "else the installed ones), as for `partrain plan`")
+                  "else the site config's [paths] hardware_dir, else the installed ones), as for `partrain plan`")
       ->check(CLI::ExistingDirectory);
   run->add_option("--trace", args->trace,
                   "write a Chrome/Perfetto trace of these steps per rank to "
                   "<run_dir>/trace/rank-R.json (e.g. 5-7; merge with `partrain trace merge`)");
   run->callback([args, result] { result->exit_code = run_train(*args); });
-
-  auto eargs = std::make_shared<ExportArgs>();
-  CLI::App* exp = app.add_subcommand(
-      "export", "Write the job's model weights as safetensors with Hugging Face names: the "
-                "initial weights, or those of --from (e.g. `partrain run --save` output).");
-  exp->add_option("job", eargs->job, "job file (TOML)")->required()->check(CLI::ExistingFile);
-  exp->add_option("--from", eargs->from, "weights to convert (safetensors)")
-      ->check(CLI::ExistingFile);
-  add_export_options(exp, &eargs->target);
-  exp->callback([eargs, result] { result->exit_code = run_export(*eargs); });
 }
 
 }  // namespace partrain::cli

@@ -13,6 +13,7 @@ struct CommandResult {
 void register_layout(CLI::App& app, CommandResult* result);
 void register_data(CLI::App& app, CommandResult* result);
 void register_run(CLI::App& app, CommandResult* result);
+void register_export(CLI::App& app, CommandResult* result);
 void register_plugins(CLI::App& app, CommandResult* result);
 void register_trace(CLI::App& app, CommandResult* result);
 void register_schedule(CLI::App& app, CommandResult* result);
@@ -27,6 +28,7 @@ inline void register_commands(CLI::App& app, CommandResult* result) {
   register_layout(app, result);
   register_data(app, result);
   register_run(app, result);
+  register_export(app, result);
   register_plugins(app, result);
   register_trace(app, result);
   register_schedule(app, result);

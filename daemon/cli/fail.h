@@ -16,4 +16,7 @@ inline int fail(const Status& s) {
   return exit_code_for(s);
 }
 
+// kExitOk, or fail(s).
+inline int fail_or_ok(const Status& s) { return s ? kExitOk : fail(s); }
+
 }  // namespace partrain::cli

@@ -4,10 +4,15 @@
 #include <cstdio>
 #include <new>
 #include <exception>
+#include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
+#include <omp.h>
 
 #include "cli/commands.h"
+#include "cli/suggest.h"
+#include "common/cpu_budget.h"
 #include "common/exit_codes.h"
 
 #ifndef PARTRAIN_VERSION
@@ -21,6 +26,11 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.fallthrough(false);
 
+  // The CPU kernels' threads: OMP_NUM_THREADS, else the CPUs this process may use (its
+  // affinity within its cgroup's quota), never every core of a shared machine; a command's
+  // --threads overrides it.
+  omp_set_num_threads(partrain::thread_count());
+
   partrain::cli::CommandResult result;
   partrain::cli::register_commands(app, &result);
 
@@ -33,7 +43,9 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "partrain: %s (see partrain --help)\n", e.what());
+    // A mistyped command or option: the nearest that exists where it stood.
+    const std::string hint = partrain::cli::suggest_for(app, std::vector<std::string>(argv + 1, argv + argc));
+    std::fprintf(stderr, "partrain: %s%s (see partrain --help)\n", e.what(), hint.c_str());
     return partrain::kExitUsage;
   } catch (const std::bad_alloc&) {
     std::fprintf(stderr, "partrain: %s\n", partrain::kOutOfMemoryMessage);

@@ -1,5 +1,6 @@
 #include "cli/model_source.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -16,6 +17,7 @@
 #include "engine/model/hf_io.h"
 #include "engine/model/model.h"
 #include "store/shard_file.h"
+#include "tokenize/tokenizer.h"
 
 namespace partrain::cli {
 namespace {
@@ -109,6 +111,33 @@ Result<uint64_t> parse_size(const std::string& text) {
   return static_cast<uint64_t>(v * scale);
 }
 
+// config.json's bos/eos ids from the first --tokenizer file partrain reads: eos is the
+// document separator, bos Llama 3's <|begin_of_text|> or SentencePiece's <s> when there is
+// one, else the separator (GPT-2's convention). None (null, null) for the byte-level
+// tokenizer, which has no special token, or when no file is a tokenizer partrain reads.
+// An id outside the model's vocabulary means the tokenizer is not the model's: refused.
+Result<engine::model::HfTokenIds> token_ids_of(const std::vector<std::string>& files, int64_t vocab) {
+  for (const std::string& f : files) {
+    auto tok = tokenize::load_tokenizer(f);
+    if (!tok || !(*tok)->has_separator()) continue;
+    engine::model::HfTokenIds ids;
+    ids.eos = (*tok)->separator();
+    ids.bos = ids.eos;
+    for (const char* text : {"<|begin_of_text|>", "<s>"}) {
+      if (int64_t id = (*tok)->special_id(text); id >= 0) {
+        ids.bos = id;
+        break;
+      }
+    }
+    if (std::max(ids.bos, ids.eos) >= vocab)
+      return Status::invalid(fmt::format("--tokenizer {}: its special token id {} is outside the model's vocabulary "
+                                         "of {} tokens ([model] vocab_size); give the tokenizer the model was trained with",
+                                         f, std::max(ids.bos, ids.eos), vocab));
+    return ids;
+  }
+  return engine::model::HfTokenIds{};
+}
+
 }  // namespace
 
 Result<std::unique_ptr<engine::model::Model>> model_of(const ModelSource& src,
@@ -148,11 +177,14 @@ Status write_export(engine::model::Model& m, const ExportTarget& t, const std::s
   engine::model::HfDirOptions o;
   o.max_shard_bytes = *max;
   o.extra_files = t.tokenizers;
+  auto ids = token_ids_of(t.tokenizers, m.options().vocab_size);
+  if (!ids) return ids.status();
+  o.token_ids = *ids;
   PARTRAIN_RETURN_IF_ERROR(engine::model::save_hf_dir(m, t.hf_dir, o));
   size_t shards = 0;
   for (const auto& e : fs::directory_iterator(t.hf_dir))
     shards += e.path().extension() == ".safetensors" ? 1 : 0;
-  std::printf("wrote %s: config.json, %s (%s parameters)%s\n", t.hf_dir.c_str(),
+  std::printf("wrote %s: %s; config.json, %s (%s parameters)%s\n", t.hf_dir.c_str(), what.c_str(),
               shards == 1 ? "model.safetensors" : fmt::format("{} shards with model.safetensors.index.json", shards).c_str(),
               human_count(static_cast<double>(m.num_params())).c_str(),
               t.tokenizers.empty() ? "" : fmt::format(", {}", plural(static_cast<int64_t>(t.tokenizers.size()), "tokenizer file")).c_str());
@@ -194,7 +226,13 @@ Result<ModelSource> open_model_source(const std::string& source, const std::stri
   auto job = config::load_job(jp);
   if (!job) return job.status();
   PARTRAIN_RETURN_IF_ERROR(config::apply_environment(&job.value()));  // as `partrain run` reads it
-  if (is_job) return from_checkpoint(job->run_dir, *job, jp, step);
+  if (is_job) {
+    // Where the run commits: [checkpoint] dir, else <run_dir>/checkpoints.
+    const std::string root = store::checkpoint_root(job->checkpoint.dir, job->run_dir);
+    if (!fs::exists(fs::path(root) / "state.db"))
+      return Status::not_found(fmt::format("{}: no committed checkpoint in {} (the run has saved none yet)", jp, root));
+    return from_checkpoint(root, *job, jp, step);
+  }
   if (fs::is_directory(source)) return from_checkpoint(source, *job, jp, step);
   std::unique_ptr<engine::Backend> be;
   auto m = cpu_model(job->model, &be, job->training.seed);

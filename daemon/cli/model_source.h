@@ -1,4 +1,4 @@
-// Where `partrain generate` and `partrain ckpt export` get a model's weights from. A SOURCE
+// Where `partrain generate` and `partrain export` get a model's weights from. A SOURCE
 // is one of:
 //   a Hugging Face folder (config.json + model.safetensors or an index)   needs nothing else
 //   a job file (.toml)                 its run folder's newest checkpoint (or --step's)
@@ -53,7 +53,20 @@ struct ExportTarget {
 };
 // -o, --hf, --tokenizer, --max-shard-size on an export command.
 void add_export_options(CLI::App* cmd, ExportTarget* t);
-// Writes the weights of `m` to the target and prints one line saying where.
+// Writes the weights of `m` to the target and prints one line saying where and what
+// (`what`: "the weights of runs/tiny/checkpoints, step 100").
 Status write_export(engine::model::Model& m, const ExportTarget& t, const std::string& what);
+
+// `partrain export` and `partrain ckpt export` (cmd_export.cc): which weights, and where.
+struct ExportRequest {
+  std::string source;     // as open_model_source reads it
+  std::string job;        // --job, "" where SOURCE is the job file or names its model
+  std::string from;       // --from FILE: these weights, checked against the job's [model]
+  int64_t step = -1;      // --step: that committed checkpoint; -1: the newest that verifies
+  bool initial = false;   // --initial: the untrained weights of [training] seed
+  ExportTarget target;
+};
+// Writes the request's weights; returns the exit code (a failure reported on stderr).
+int run_export(const ExportRequest& r);
 
 }  // namespace partrain::cli

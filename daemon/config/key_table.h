@@ -22,6 +22,7 @@
 
 #include <toml++/toml.h>
 
+#include "common/nearest.h"
 #include "common/status.h"
 
 namespace partrain::config::detail {
@@ -199,8 +200,8 @@ std::string unknown_table_message(const std::vector<std::pair<std::string, std::
 std::string stray_key_message(const std::vector<std::pair<std::string, std::string>>& known,
                               const std::string& key);
 
-// The nearest of `candidates` to `word`, or "" when none is close enough to suggest.
-std::string nearest(const std::string& word, const std::vector<std::string>& candidates);
+// The nearest of `candidates` to `word` (common/nearest.h, shared with the command line).
+using ::partrain::nearest;
 
 // Applies every table of `root` through `rules`. Top-level names in `passthrough` are left
 // to the caller (the job file's [plugins]). Records every key set in *seen.

@@ -322,7 +322,8 @@ Status CheckpointSaver::after_step(train::Trainer& trainer, bool final, train::S
     }
   }
   if (o_.async && !final) {
-    m->save_mb_per_s = last_mb_per_s_;  // of the previous save: this one is still running
+    // Of the previous save: this one is still running (-1: none has finished yet).
+    m->save_mb_per_s = last_mb_per_s_ > 0 ? last_mb_per_s_ : -1;
     thread_ = std::thread([this, snap] { async_status_ = write_and_commit(*snap); });
   } else {
     PARTRAIN_RETURN_IF_ERROR(write_and_commit(*snap));

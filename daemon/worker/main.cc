@@ -33,6 +33,7 @@
 #include "layout/layout.h"
 #include "store/shard_file.h"
 #include "worker/commit_requester.h"
+#include "engine/train/trainer.h"
 #include "worker/worker_run.h"
 
 namespace partrain::worker {
@@ -192,6 +193,10 @@ int main(int argc, char** argv) {
   try {
     const Status s = worker::run(argv[1], &stop);
     if (s.is_ok()) return kExitOk;
+    if (engine::train::is_stopped_at(s)) {  // an orderly stop (requeue, time limit): exit 75
+      log::info("worker", "{}", s.message());
+      return exit_code_for(s);
+    }
     log::error("worker", "{}", s.message());
     return exit_code_for(s);
   } catch (const std::bad_alloc&) {

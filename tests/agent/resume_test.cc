@@ -98,6 +98,8 @@ TEST_F(Resume, Usr1SavesAtTheNextStepAndTheRunGoesOnFromThere) {
   EXPECT_EQ(wait_exit(p.pid), 75);
   const std::string log = slurp(p.err);
   EXPECT_NE(log.find("USR1 received (the time limit is near"), std::string::npos) << log;
+  // An orderly stop for a requeue is information, not an error, in every process's log.
+  EXPECT_EQ(log.find(" ERROR "), std::string::npos) << log;
   const int saved = committed_step(log);
   ASSERT_GE(saved, 3) << log;
   EXPECT_EQ(step_lines(metrics("run")).size(), static_cast<size_t>(saved));

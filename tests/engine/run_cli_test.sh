@@ -16,6 +16,8 @@ PARTRAIN_RUN_DIR=$work/run "$bin" run "$job" --steps 8 --save "$work/w.safetenso
 [ "$(grep -c '^step ' "$work/out.txt")" = 8 ] || fail "expected 8 step lines"
 m=$work/run/metrics.jsonl
 [ "$(wc -l <"$m")" = 8 ] || fail "expected 8 metrics lines"
+# The copy of a step's line kept across its save is gone once the line is written.
+[ ! -e "$m.pending" ] || fail "a clean run left $m.pending"
 for key in step loss lr grad_norm tokens step_ms fwd_ms bwd_ms opt_ms; do
   grep -q "\"$key\":" "$m" || fail "metrics.jsonl lacks $key"
 done

@@ -93,7 +93,7 @@ uint64_t feistel(uint64_t x, int bits, uint64_t key) {
 }  // namespace
 
 Result<std::shared_ptr<TokenDataset>> TokenDataset::open(const DataOptions& options,
-                                                          int vocab_size, int seq_len) {
+                                                          int vocab_size, int seq_len, const std::string& key) {
   if (!options.sources.empty()) return open_mixture(options, vocab_size, seq_len);
   if (options.train_files.empty())
     return Status::invalid(
@@ -107,6 +107,8 @@ Result<std::shared_ptr<TokenDataset>> TokenDataset::open(const DataOptions& opti
   uint64_t total = 0;
   for (const auto& path : options.train_files) {
     auto shard = TokenShard::open(path, options.format);
+    if (!shard && shard.status().code() == StatusCode::kNotFound)
+      return Status::not_found(shard.status().message() + "; check " + key);
     if (!shard) return shard.status();
     PARTRAIN_RETURN_IF_ERROR(shard->check_tokens(vocab_size));
     total += shard->num_tokens();

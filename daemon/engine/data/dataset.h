@@ -26,9 +26,10 @@ class TokenDataset {
   // Opens and checks every shard: magic/version, size matching the header, every token
   // < vocab_size. Errors name the file, e.g. "data/a.bin: token 70000 at offset 12 is >=
   // vocab_size 50257; check [model] vocab_size or the tokenizer".
-  // With [[data.sources]] the dataset is their mixture (mixture.h).
+  // With [[data.sources]] the dataset is their mixture (mixture.h). `key` names the job
+  // file's list of these shards in the hint of a missing one ("check [data] val_files").
   static Result<std::shared_ptr<TokenDataset>> open(const DataOptions& options, int vocab_size,
-                                                    int seq_len);
+                                                    int seq_len, const std::string& key = "[data] train_files");
   virtual ~TokenDataset() = default;
 
   virtual uint64_t num_tokens() const = 0;

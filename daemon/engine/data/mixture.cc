@@ -128,7 +128,7 @@ Result<std::shared_ptr<TokenDataset>> open_mixture(const DataOptions& options, i
     DataOptions one;
     one.train_files = src.files;
     one.format = options.format;
-    auto d = TokenDataset::open(one, vocab_size, seq_len);
+    auto d = TokenDataset::open(one, vocab_size, seq_len, "its files");
     if (!d) return d.status().prefixed(fmt::format("[[data.sources]] '{}': ", src.name));
     sources.push_back(std::move(*d));
     weights.push_back(src.weight);

@@ -137,8 +137,7 @@ Result<TokenShard> TokenShard::open(const std::string& path, const std::string& 
   PARTRAIN_RETURN_IF_ERROR(check_format_name(path, format));
   Result<RegularFile> file = open_regular_file(path, "token shard");
   if (!file && file.status().code() == StatusCode::kNotFound) {
-    return Status::not_found(fmt::format("{}: cannot open token shard: {}; check [data] train_files", path,
-                                         std::strerror(ENOENT)));
+    return Status::not_found(fmt::format("{}: cannot open token shard: {}", path, std::strerror(ENOENT)));
   }
   if (!file) return file.status();
   uint8_t head[kLlmcHeaderBytes] = {};

@@ -1,6 +1,7 @@
 #include "engine/model/hf_config.h"
 
 #include <cstdlib>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -127,8 +128,16 @@ Result<ModelOptions> llama_options(ConfigReader& r, const std::string& path, boo
 
 }  // namespace
 
-Result<std::string> hf_config_json(const ModelOptions& opts) {
+Result<std::string> hf_config_json(const ModelOptions& opts, const HfTokenIds& ids) {
   const ModelOptions o = resolved(opts);
+  for (auto [key, id] : {std::pair<const char*, int64_t>{"bos_token_id", ids.bos}, {"eos_token_id", ids.eos}}) {
+    if (id >= o.vocab_size)
+      return Status::invalid(fmt::format("{} {} is outside the model's vocabulary of {} tokens; the tokenizer does "
+                                         "not belong to this model", key, id, o.vocab_size));
+  }
+  auto id_text = [](int64_t id) { return id < 0 ? std::string("null") : std::to_string(id); };
+  const std::string token_ids = fmt::format("  \"bos_token_id\": {},\n  \"eos_token_id\": {},\n", id_text(ids.bos),
+                                            id_text(ids.eos));
   if (o.arch == Arch::kGpt2) {
     if (o.moe_experts > 0)
       return Status::invalid("GPT-2 with experts has no Hugging Face model class; export its "
@@ -140,9 +149,9 @@ Result<std::string> hf_config_json(const ModelOptions& opts) {
         "  \"activation_function\": \"gelu_new\",\n  \"layer_norm_epsilon\": {},\n"
         "  \"initializer_range\": {},\n  \"tie_word_embeddings\": {},\n"
         "  \"resid_pdrop\": {},\n  \"embd_pdrop\": {},\n  \"attn_pdrop\": 0.0,\n"
-        "  \"scale_attn_weights\": true,\n  \"use_cache\": true,\n  \"torch_dtype\": \"float32\"\n}}\n",
+        "  \"scale_attn_weights\": true,\n{}  \"use_cache\": true,\n  \"torch_dtype\": \"float32\"\n}}\n",
         o.vocab_size, o.seq_len, o.seq_len, o.layers, o.hidden, o.heads, o.ffn_hidden, o.norm_eps,
-        o.init_std, o.tie_embeddings, o.dropout, o.dropout);
+        o.init_std, o.tie_embeddings, o.dropout, o.dropout, token_ids);
   }
   const bool mixtral = o.moe_experts > 0;
   if (mixtral && o.moe_every != 1)
@@ -160,10 +169,10 @@ Result<std::string> hf_config_json(const ModelOptions& opts) {
       "  \"intermediate_size\": {},\n  \"hidden_act\": \"silu\",\n  \"rms_norm_eps\": {},\n"
       "  \"rope_theta\": {},\n  \"rope_scaling\": null,\n  \"attention_bias\": false,\n"
       "  \"mlp_bias\": false,\n  \"attention_dropout\": 0.0,\n{}  \"initializer_range\": {},\n"
-      "  \"tie_word_embeddings\": {},\n  \"use_cache\": true,\n  \"torch_dtype\": \"float32\"\n}}\n",
+      "  \"tie_word_embeddings\": {},\n{}  \"use_cache\": true,\n  \"torch_dtype\": \"float32\"\n}}\n",
       mixtral ? "MixtralForCausalLM" : "LlamaForCausalLM", mixtral ? "mixtral" : "llama",
       o.vocab_size, o.seq_len, o.layers, o.hidden, o.heads, o.kv_heads, o.hidden / o.heads,
-      o.ffn_hidden, o.norm_eps, o.rope_theta, experts, o.init_std, o.tie_embeddings);
+      o.ffn_hidden, o.norm_eps, o.rope_theta, experts, o.init_std, o.tie_embeddings, token_ids);
 }
 
 Result<ModelOptions> model_options_from_hf_config(const std::string& text, const std::string& path) {

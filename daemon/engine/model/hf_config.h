@@ -19,6 +19,7 @@
 // LLaMA, another activation, sliding windows) is refused with the key named.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "common/status.h"
@@ -26,9 +27,17 @@
 
 namespace partrain::engine::model {
 
+// The special token ids config.json names. Each is -1 (written as null) when unknown: a
+// config without them gets transformers' class defaults (GPT-2: 50256), which are out of
+// range for a small vocabulary, so both keys are always written.
+struct HfTokenIds {
+  int64_t bos = -1;  // bos_token_id. Default: -1, null
+  int64_t eos = -1;  // eos_token_id. Default: -1, null
+};
+
 // config.json text for `o` (pretty-printed). GPT-2 with experts has no Hugging Face
-// class: refused.
-Result<std::string> hf_config_json(const ModelOptions& o);
+// class: refused; so is a token id outside [0, vocab_size).
+Result<std::string> hf_config_json(const ModelOptions& o, const HfTokenIds& ids = {});
 
 // [model] options from a config.json's text; `path` names the file in errors.
 Result<ModelOptions> model_options_from_hf_config(const std::string& text, const std::string& path);

@@ -224,7 +224,7 @@ const io::TensorView* HfWeights::find(const std::string& name) const {
 Status save_hf_dir(Model& model, const std::string& dir, const HfDirOptions& o) {
   namespace fs = std::filesystem;
   PARTRAIN_RETURN_IF_ERROR(refuse_tp(model, dir));
-  auto config = hf_config_json(model.options());
+  auto config = hf_config_json(model.options(), o.token_ids);
   if (!config) return config.status();
   std::error_code ec;
   fs::create_directories(dir, ec);

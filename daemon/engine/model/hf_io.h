@@ -15,6 +15,7 @@
 
 #include "common/status.h"
 #include "engine/io/safetensors.h"
+#include "engine/model/hf_config.h"
 #include "engine/model/model.h"
 
 namespace partrain::engine::model {
@@ -27,6 +28,7 @@ Status save_hf(Model& model, const std::string& path);
 struct HfDirOptions {
   uint64_t max_shard_bytes = 5'000'000'000;  // Default: 5 GB, as save_pretrained
   std::vector<std::string> extra_files;      // copied in (tokenizer.json, tokenizer.model, ...). Default: none
+  HfTokenIds token_ids;                      // config.json's bos/eos_token_id. Default: null, null
 };
 // Writes a Hugging Face model folder: config.json, the weights (one model.safetensors, or
 // shards of at most max_shard_bytes with the index), and the extra files.

@@ -30,7 +30,8 @@ std::string metrics_json(const StepMetrics& m) {
       m.step, m.loss, m.lr, m.grad_norm, m.tokens, m.step_ms, m.time, m.fwd_ms, m.bwd_ms, m.opt_ms, m.data_ms);
   if (m.val_loss >= 0) line += fmt::format(",\"val_loss\":{}", m.val_loss);
   if (m.save_stall_ms > 0) {
-    line += fmt::format(",\"save_stall_ms\":{:.3f},\"save_mb_s\":{:.1f}", m.save_stall_ms, m.save_mb_per_s);
+    line += fmt::format(",\"save_stall_ms\":{:.3f}", m.save_stall_ms);
+    if (m.save_mb_per_s >= 0) line += fmt::format(",\"save_mb_s\":{:.1f}", m.save_mb_per_s);
   }
   line += fmt::format(",\"tokens_per_s\":{:.1f},\"tokens_per_s_per_rank\":{:.1f}", m.tokens_per_s,
                       m.tokens_per_s_per_rank);
@@ -97,7 +98,9 @@ std::string step_summary(const StepMetrics& m) {
                        m.step_ms > 0 ? 100 * m.exposed_ms / m.step_ms : 0.0);
   }
   if (m.save_stall_ms > 0) {
-    out += fmt::format(" | checkpoint: {:.1f} ms stall, {:.1f} MB/s", m.save_stall_ms, m.save_mb_per_s);
+    out += m.save_mb_per_s >= 0
+               ? fmt::format(" | checkpoint: {:.1f} ms stall, {:.1f} MB/s", m.save_stall_ms, m.save_mb_per_s)
+               : fmt::format(" | checkpoint: {:.1f} ms stall, writing in the background", m.save_stall_ms);
   }
   return out;
 }
@@ -132,6 +135,11 @@ Status write_tensorboard(metrics::TbWriter& tb, const StepMetrics& m) {
 
 void write_pending_metrics(const std::string& path, const std::string& line) {
   std::ofstream(path + ".pending", std::ios::trunc) << line << '\n';
+}
+
+void drop_pending_metrics(const std::string& path) {
+  std::error_code ec;
+  std::filesystem::remove(path + ".pending", ec);
 }
 
 Status open_metrics(const std::string& path, int64_t resumed_at, std::ofstream* out) {

@@ -64,7 +64,8 @@ struct StepMetrics {
   // action timelines.
   double bubble_share = 0;
   // A checkpoint saved after this step: how long training waited for it and how fast
-  // its shard was written (0 when none).
+  // the last finished shard was written (0 when none; -1 when the first asynchronous save
+  // is still being written, so no rate is known yet).
   double save_stall_ms = 0;
   double save_mb_per_s = 0;
   // Throughput of the step: tokens/s of the job and per rank, and the model FLOPs
@@ -103,5 +104,7 @@ Status write_tensorboard(metrics::TbWriter& tb, const StepMetrics& m);
 // (write_pending_metrics, PATH.pending) is appended first, before the marker.
 Status open_metrics(const std::string& path, int64_t resumed_at, std::ofstream* out);
 void write_pending_metrics(const std::string& path, const std::string& line);
+// Removes PATH.pending once the step's line is in PATH (it is needed only in between).
+void drop_pending_metrics(const std::string& path);
 
 }  // namespace partrain::engine::train

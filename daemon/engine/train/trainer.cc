@@ -81,7 +81,8 @@ Status Trainer::open_validation() {
   DataOptions val;
   val.train_files = o_.data.val_files;
   val.format = o_.data.format;
-  Result<std::shared_ptr<data::TokenDataset>> ds = data::TokenDataset::open(val, o_.model.vocab_size, o_.model.seq_len);
+  Result<std::shared_ptr<data::TokenDataset>> ds = data::TokenDataset::open(val, o_.model.vocab_size, o_.model.seq_len,
+                                                                            "[data] val_files");
   if (!ds) return ds.status();
   if ((*ds)->num_windows() == 0) {
     return Status::invalid(fmt::format("[data] val_files hold {} tokens, fewer than one sequence of seq_len + 1 = {}",
@@ -432,6 +433,7 @@ Status Trainer::run() {
     }
     trace::end_step(m->step);  // after the save, so a traced step shows its checkpoint I/O
     if (metrics.is_open()) metrics << metrics_json(*m) << '\n' << std::flush;
+    if (save_hook_ != nullptr && metrics.is_open() && metrics) drop_pending_metrics(o_.run_dir + "/metrics.jsonl");
     if (tb) PARTRAIN_RETURN_IF_ERROR(write_tensorboard(*tb, *m));
     const double eta_ms = ms_since(t_run) / static_cast<double>(m->step - first_step) *
                           static_cast<double>(tr.steps - m->step);
@@ -440,7 +442,7 @@ Status Trainer::run() {
       print_step(*m, eta_ms);
     }
     if (stopping_early) {
-      return Status::unavailable(fmt::format("stopped at step {} (SIGTERM/SIGINT)", m->step));
+      return stopped_at(m->step);
     }
   }
   if (Status s = trace::flush(); !s) log::warn("engine", "{}", s.message());
@@ -457,6 +459,19 @@ Status Trainer::run() {
     log::info("engine", "weights written to {} (Hugging Face names)", o_.save_path);
   }
   return Status::ok();
+}
+
+namespace {
+constexpr const char* kStoppedAt = "stopped at step ";
+}  // namespace
+
+Status stopped_at(int64_t step) {
+  return Status::unavailable(fmt::format("{}{} by a stop request, after its checkpoint; the next start resumes there",
+                                         kStoppedAt, step));
+}
+
+bool is_stopped_at(const Status& s) {
+  return s.code() == StatusCode::kUnavailable && s.message().rfind(kStoppedAt, 0) == 0;
 }
 
 }  // namespace partrain::engine::train

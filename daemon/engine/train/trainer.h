@@ -183,4 +183,10 @@ class SequentialMicroBatches final : public MicroBatchRunner {
   Status evaluate(Trainer& trainer, int count, double* ce) override;
 };
 
+// What run() returns when a stop request (SIGTERM, SIGINT, SIGHUP, SIGUSR1) ended it at a
+// step boundary after its checkpoint: kUnavailable (exit 75, requeue), but an orderly end
+// that is logged as information, not as an error.
+Status stopped_at(int64_t step);
+bool is_stopped_at(const Status& s);
+
 }  // namespace partrain::engine::train

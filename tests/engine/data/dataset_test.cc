@@ -311,6 +311,13 @@ TEST(TokenDatasetErrors, MissingFileAndUnknownFormat) {
   const auto p = dir.file("absent.bin");
   EXPECT_EQ(open_error({p}, "auto", 256, 4),
             p + ": cannot open token shard: No such file or directory; check [data] train_files");
+  // A missing validation shard names its own list; `data inspect` (no job file) no list.
+  DataOptions val;
+  val.train_files = {p};
+  Result<std::shared_ptr<TokenDataset>> v = TokenDataset::open(val, 256, 4, "[data] val_files");
+  ASSERT_FALSE(v.is_ok());
+  EXPECT_EQ(v.status().message(), p + ": cannot open token shard: No such file or directory; check [data] val_files");
+  EXPECT_EQ(inspect_shard(p).status().message(), p + ": cannot open token shard: No such file or directory");
   const auto q = dir.file("q.bin");
   write_file(q, llmc_bytes(20240520, 1, 10, iota_tokens(10), 2));
   EXPECT_EQ(open_error({q}, "u16", 256, 4),
