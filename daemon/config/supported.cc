@@ -37,11 +37,6 @@ Status check_supported(const JobConfig& job, const Layout& layout) {
     return Status::invalid(fmt::format("{}: [job] device = {}: the pipeline executor runs on CPU ranks (Gloo) "
                                        "in this version; use --device cpu, or drop pp", what, job.device));
   }
-  if (job.device == "cuda" && layout.tp() > 1) {
-    return Status::invalid(fmt::format("tp{} with [job] device = cuda: tensor parallelism runs on fp32 CPU "
-                                       "ranks in this version (the CUDA backend keeps bf16); use dp alone on "
-                                       "GPUs, or train tp on CPU ranks (--device cpu)", layout.tp()));
-  }
   // bf16 storage (a test mode on CPU ranks, the default on GPUs) runs plain dp only: the other
   // strategies move fp32 buffers through the plugins' fp32 ABI in this version.
   const bool bf16 = job.precision == "bf16" || (job.device != "cpu" && job.precision.empty());

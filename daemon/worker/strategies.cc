@@ -35,6 +35,8 @@ Result<Strategies> load_strategies(const config::JobConfig& job, const Layout& l
   if (layout.tp() > 1) {
     Result<Loaded<plugin::TensorPlugin>> t = load<plugin::TensorPlugin>(plugin_dir, "tp", job, log);
     if (!t) return t.status();
+    const plugin::PluginInfo& info = t->plugin->info();
+    PARTRAIN_RETURN_IF_ERROR(check_plugin_memory(job.device, info.capabilities, info.name, info.path, "tensor"));
     s.tensor = std::move(t).value();
   }
   if (layout.ep() > 1) {

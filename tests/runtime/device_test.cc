@@ -2,7 +2,7 @@
 // refusal when the node has fewer GPUs than local workers (exit 2, one line with the fix),
 // the GPU each worker is given (CUDA_VISIBLE_DEVICES, read back by a stand-in worker that the
 // real agent spawns), the device taken from the job file under partraind, and
-// ZeRO in bf16 and tensor parallelism refused on GPU ranks before any worker starts. The
+// ZeRO and tensor parallelism in bf16 refused on GPU ranks before any worker starts. The
 // training runs themselves are gpu_runtime_test (label gpu).
 #include <sys/stat.h>
 
@@ -108,14 +108,15 @@ TEST_F(Device, PartraindTakesTheDeviceFromTheJob) {
   EXPECT_NE(slurp(p.err).find("2 local workers on GPUs GPU-aaaa,GPU-bbbb"), std::string::npos) << slurp(p.err);
 }
 
-TEST_F(Device, TensorParallelIsRefusedOnGpuRanks) {
+TEST_F(Device, TensorParallelInBf16IsRefusedOnGpuRanks) {
   std::map<std::string, std::string> e = env("tp");
   e["CUDA_VISIBLE_DEVICES"] = "0,1";  // named, need not exist: refused before CUDA is touched
   Proc p = start({PARTRAIN_CLI, "run", kTiny, "--partrain=tp2", "--nproc", "2", "--device", "cuda",
                   "--steps", "2"}, e, dir_, "tp");
   EXPECT_EQ(wait_exit(p.pid), 2);
-  EXPECT_NE(slurp(p.err).find("tp2 with [job] device = cuda: tensor parallelism runs on fp32 CPU ranks in "
-                              "this version"), std::string::npos) << slurp(p.err);
+  EXPECT_EQ(lines(slurp(p.err)), 1) << slurp(p.err);
+  EXPECT_NE(slurp(p.err).find("--partrain=tp2,pp1,zero0,sched=1f1b: [job] precision = \"bf16\" (the default "
+                              "on GPUs) runs plain data parallelism only"), std::string::npos) << slurp(p.err);
 }
 
 TEST_F(Device, ZeroInBf16IsRefusedOnGpuRanksBeforeAnyWorker) {

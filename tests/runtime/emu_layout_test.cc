@@ -70,13 +70,14 @@ INSTANTIATE_TEST_SUITE_P(
     Layouts, EmulatedGpuLayout,
     ::testing::Values(Case{"dp2_zero1", "gpt2", "dp2,zero1", 2}, Case{"dp2_zero2", "gpt2", "dp2,zero2", 2},
                       Case{"dp2_zero3", "gpt2", "dp2,zero3", 2}, Case{"dp2_ep2", "moe", "dp2,ep2", 2},
-                      Case{"dp2_ep2_zero2", "moe", "dp2,ep2,zero2", 2}),
+                      Case{"dp2_ep2_zero2", "moe", "dp2,ep2,zero2", 2}, Case{"tp2_sp", "gpt2", "tp2", 2},
+                      Case{"tp2_nosp", "gpt2", "tp2,nosp", 2}, Case{"tp2_dp2_zero1", "gpt2", "tp2,dp2,zero1", 4}),
     [](const ::testing::TestParamInfo<Case>& i) { return std::string(i.param.name); });
 
 // bf16 storage (the GPU default) runs plain dp only in this version: every other strategy
 // is refused before any worker starts, exit 2, one line naming the fix.
 TEST_F(EmulatedGpu, Bf16WithOtherStrategiesIsRefusedBeforeAnyWorker) {
-  for (const char* spec : {"dp2,ep2", "dp2,zero3"}) {
+  for (const char* spec : {"dp2,ep2", "dp2,zero3", "tp2"}) {
     SCOPED_TRACE(spec);
     const std::string j = job("moe", "bf16", "bf16.toml");
     Proc p = start({PARTRAIN_CLI, "run", j, std::string("--partrain=") + spec, "--nproc", "2", "--device", "cuda",

@@ -334,6 +334,7 @@ class Model {
   Tensor tok_local_, tok_mask_, iota_, pos_;   // vocabulary-parallel lookup, [N]
   Tensor zeros_;                               // I32 [N] of 0: a bias broadcast over rows
   Tensor ce_targets_, fix_idx_, fix_w_;        // vocabulary-parallel loss, [N]
+  Tensor vp_stats_;                            // F32 [2N]: the loss's row statistics, reduced over tp
   Tensor norm_scratch_;                        // [2C]: one norm's gradients before the sum
   Tensor moe_rows_;                            // [N/size, C]: a MoE block's rows without sp
   std::vector<float> host_f_;

@@ -8,7 +8,8 @@
 // exp(z - max) and the target's logit are each reduced over the group ([N] floats), so every
 // rank has the exact log-sum-exp and loss; backward gives each rank its columns of
 // softmax - onehot. The [N] statistics are computed on the host from the rank's logits
-// (fp32 CPU ranks: Model::create refuses tp on other backends).
+// (fp32: Model::create refuses tp on other backends) and reduced as backend tensors (device
+// memory on GPU ranks), which the tp group's collectives take.
 #include <cmath>
 
 #include "engine/model/model.h"
@@ -36,6 +37,7 @@ Status Model::tp_allocate(int64_t N, int64_t C) {
     PARTRAIN_RETURN_IF_ERROR(get(MC::kActivations, DType::kI32, {N}, t));
   }
   PARTRAIN_RETURN_IF_ERROR(get(MC::kActivations, DType::kF32, {N}, &fix_w_));
+  PARTRAIN_RETURN_IF_ERROR(get(MC::kWorkspace, DType::kF32, {2 * N}, &vp_stats_));
   return Status::ok();
 }
 
@@ -111,7 +113,10 @@ double Model::vp_loss_forward(const Tensor& logits) {
     mx[n] = m;
   }
   TensorComm* comm = regions_.comm();
-  comm->all_reduce_max(Tensor{mx, DType::kF32, {N_}});
+  const Tensor max_stat = vp_stats_.slice(0, {N_}), sum_stats = vp_stats_.slice(0, {2 * N_});
+  be_->to_device(max_stat, mx);
+  comm->all_reduce_max(max_stat);
+  be_->to_host(mx, max_stat);
   for (size_t n = 0; n < N; ++n) {
     double s = 0.0;
     for (size_t i = 0; i < V; ++i) s += std::exp(static_cast<double>(z[n * V + i] - mx[n]));
@@ -119,7 +124,9 @@ double Model::vp_loss_forward(const Tensor& logits) {
     const int64_t t = host_i_[n] - v0_;
     se[N + n] = host_i_[n] >= 0 && t >= 0 && t < lv_ ? z[n * V + static_cast<size_t>(t)] : 0.0f;
   }
-  comm->all_reduce_sum(Tensor{se, DType::kF32, {2 * N_}});
+  be_->to_device(sum_stats, se);
+  comm->all_reduce_sum(sum_stats);
+  be_->to_host(se, sum_stats);
   // The exact log-sum-exp for backward, and the loss (as the single-rank kernel: float).
   std::vector<float> lse(N);
   double sum = 0.0;

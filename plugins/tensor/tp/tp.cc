@@ -61,6 +61,6 @@ class TensorParallel : public partrain::sdk::TensorStrategy {
 
 }  // namespace
 
-PARTRAIN_TENSOR_PLUGIN(TensorParallel, "tp", "1.0.0", PARTRAIN_CAP_CPU,
+PARTRAIN_TENSOR_PLUGIN(TensorParallel, "tp", "1.0.0", PARTRAIN_CAP_CPU | PARTRAIN_CAP_CUDA,
                        "tensor parallel (Megatron regions; sp or nosp): all-reduce, all-gather "
                        "and reduce-scatter on the tp group")
