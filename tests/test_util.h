@@ -108,7 +108,7 @@ struct Outcome {
 };
 
 // Runs `cmd` through /bin/sh and reads back what it printed (a CLI test's runner), e.g.
-// run_shell("'" PARTRAIN_BIN "' layout --help").
+// run_shell("'" PARTRAIN_CLI "' layout --help").
 inline Outcome run_shell(const std::string& cmd) {
   const ScratchDir dir("partrain-sh");
   Outcome r;

@@ -12,8 +12,8 @@
 
 #include "test_util.h"
 
-#ifndef PARTRAIN_BIN
-#error "PARTRAIN_BIN must name the partrain executable"
+#ifndef PARTRAIN_CLI
+#error "PARTRAIN_CLI must name the partrain executable"
 #endif
 
 namespace {
@@ -22,7 +22,7 @@ using partrain::testing::Outcome;
 
 // `partrain ARGS` as a user types it.
 Outcome run(const std::string& args) {
-  return partrain::testing::run_shell(std::string("'") + PARTRAIN_BIN + "' " + args);
+  return partrain::testing::run_shell(std::string("'") + PARTRAIN_CLI + "' " + args);
 }
 
 struct RankRow {

@@ -1,7 +1,8 @@
 #!/bin/sh
-# Installs partrain into a temporary prefix, builds tests/pipeline/bad_schedules out of
-# tree against it (find_package(partrain)), installs the two plugins and the shipped 1f1b
-# into a plugin directory of its own, and checks with the installed `partrain`:
+# Against the partrain installed once for the out-of-tree tests (tests/install_prefix.sh),
+# builds tests/pipeline/bad_schedules out of tree (find_package(partrain)), installs the
+# two plugins and the shipped 1f1b into a plugin directory of its own, and checks with the
+# installed `partrain`:
 #   - `partrain plugins` lists them as family pipeline;
 #   - `partrain schedule` refuses the deadlock and the missing backward (exit 2), each
 #     with the violation named;
@@ -9,9 +10,9 @@
 #     at most p = 4 micro-batches in flight on rank 0, and an SVG written;
 #   - at run time, `partrain run --partrain=pp2,sched=deadlock` (and nobackward) is refused
 #     by the workers before any step (exit 2), with the same violation named.
-#   bad_schedules_out_of_tree.sh CMAKE BUILD_DIR SRC WORK_DIR
+#   bad_schedules_out_of_tree.sh CMAKE INSTALLED SRC WORK_DIR
 set -eu
-cmake=$1 build=$2 src=$3 work=$4
+cmake=$1 installed=$2 src=$3 work=$4
 . "$(dirname "$0")/../out_of_tree.sh"
 test -f "$prefix/include/partrain/schedule_sdk.h"
 install -m 0755 "$work/build/deadlock.so" "$work/plugins/deadlock.so"

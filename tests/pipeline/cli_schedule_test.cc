@@ -8,8 +8,8 @@
 
 #include "test_util.h"
 
-#ifndef PARTRAIN_BIN
-#error "PARTRAIN_BIN must name the partrain executable"
+#ifndef PARTRAIN_CLI
+#error "PARTRAIN_CLI must name the partrain executable"
 #endif
 
 namespace {
@@ -18,8 +18,8 @@ using partrain::testing::Outcome;
 
 // `partrain ARGS` with the build tree's plugins.
 Outcome partrain(const std::string& args) {
-  return partrain::testing::run_shell(std::string("PARTRAIN_SITE_CONFIG='") + PARTRAIN_BUILD_SITE_CONFIG +
-                                      "' '" + PARTRAIN_BIN + "' " + args);
+  return partrain::testing::run_shell(std::string("PARTRAIN_SITE_CONFIG='") + PARTRAIN_SITE_CONFIG_FILE +
+                                      "' '" + PARTRAIN_CLI + "' " + args);
 }
 
 bool has(const std::string& text, const std::string& part) {

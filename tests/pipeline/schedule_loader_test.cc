@@ -28,7 +28,7 @@ class ScheduleLoaderTest : public partrain::testing::PluginFolderTest {
     return std::string(PARTRAIN_FIXTURE_DIR) + "/" + name + ".so";
   }
   std::string shipped(const std::string& name) {
-    return std::string(PARTRAIN_SCHEDULE_PLUGIN_DIR) + "/" + name + ".so";
+    return std::string(PARTRAIN_BUILD_PLUGINDIR) + "/" + name + ".so";
   }
 };
 

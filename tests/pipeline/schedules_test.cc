@@ -16,7 +16,7 @@ namespace {
 
 std::unique_ptr<plugin::SchedulePlugin> load(const std::string& name) {
   Result<std::unique_ptr<plugin::SchedulePlugin>> p =
-      plugin::SchedulePlugin::find(PARTRAIN_SCHEDULE_PLUGIN_DIR, name);
+      plugin::SchedulePlugin::find(PARTRAIN_BUILD_PLUGINDIR, name);
   EXPECT_TRUE(p) << p.status().message();
   return p ? std::move(*p) : nullptr;
 }

@@ -191,7 +191,7 @@ TEST(PlannerPipeline, SlotsEqualTheShippedSchedules) {
   for (const Sched& s : {Sched{"gpipe", {1}}, Sched{"1f1b", {1}}, Sched{"zbh1", {1}},
                          Sched{"interleaved", {2, 3, 4}}}) {
     Result<std::unique_ptr<plugin::SchedulePlugin>> plug =
-        plugin::SchedulePlugin::find(PARTRAIN_SCHEDULE_PLUGIN_DIR, s.name);
+        plugin::SchedulePlugin::find(PARTRAIN_BUILD_PLUGINDIR, s.name);
     ASSERT_TRUE(plug) << plug.status().message();
     for (int p : {2, 3, 4, 8}) {
       for (int v : s.vs) {

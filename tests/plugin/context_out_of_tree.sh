@@ -1,12 +1,13 @@
 #!/bin/sh
-# Installs partrain into a temporary prefix, builds a context plugin ("pairwise",
-# tests/plugin/context_pairwise) out of tree against it (find_package(partrain), the SDK
-# headers only), installs the .so into a plugin directory of its own, checks that the
-# installed `partrain plugins` lists it in the context family, and trains cp2 with
-# cpimpl=pairwise through the installed partraind: its losses equal one rank's (1e-5).
-#   context_out_of_tree.sh CMAKE BUILD_DIR PLUGIN_SRC WORK_DIR
+# Against the partrain installed once for the out-of-tree tests (tests/install_prefix.sh),
+# builds a context plugin ("pairwise", tests/plugin/context_pairwise) out of tree
+# (find_package(partrain), the SDK headers only), installs the .so into a plugin directory
+# of its own, checks that the installed `partrain plugins` lists it in the context family,
+# and trains cp2 with cpimpl=pairwise through the installed partraind: its losses equal one
+# rank's (1e-5).
+#   context_out_of_tree.sh CMAKE INSTALLED PLUGIN_SRC WORK_DIR
 set -eu
-cmake=$1 build=$2 src=$3 work=$4
+cmake=$1 installed=$2 src=$3 work=$4
 . "$(dirname "$0")/../out_of_tree.sh"
 test -f "$prefix/include/partrain/context_sdk.h"
 # The shipped context plugins are installed with partrain.

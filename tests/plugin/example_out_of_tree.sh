@@ -1,10 +1,11 @@
 #!/bin/sh
-# Installs partrain into a temporary prefix, builds plugins/example out of tree against it
-# (find_package(partrain)), installs the .so into a plugin directory of its own and checks
-# that the installed `partrain plugins` lists it as a data plugin.
-#   example_out_of_tree.sh CMAKE BUILD_DIR EXAMPLE_SRC WORK_DIR
+# Against the partrain installed once for the out-of-tree tests (tests/install_prefix.sh),
+# builds plugins/example out of tree (find_package(partrain)), installs the .so into a
+# plugin directory of its own and checks that the installed `partrain plugins` lists it as a
+# data plugin.
+#   example_out_of_tree.sh CMAKE INSTALLED EXAMPLE_SRC WORK_DIR
 set -eu
-cmake=$1 build=$2 src=$3 work=$4
+cmake=$1 installed=$2 src=$3 work=$4
 . "$(dirname "$0")/../out_of_tree.sh"
 test -f "$prefix/include/partrain/plugin_sdk.h"
 install -m 0755 "$work/build/example.so" "$work/plugins/example.so"
