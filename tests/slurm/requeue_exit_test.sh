@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # RequeueExit=75 (etc/slurm.conf.d/partrain.conf, included by the test cluster): a batch
 # job that exits 75 is requeued and runs again; the shipped train.sbatch (--requeue) on a
-# job file with a configuration error ends with exit 2, fails, and is not requeued.
+# job file with a configuration error ends with exit 2, fails, and is not requeued; a layout
+# the SPANK plugin refuses in the tasks is named by every agent.
 #   requeue_exit_test.sh CLUSTER_DIR PARTRAIN PARTRAIND SITE_CONFIG
 set -uo pipefail
 source "$(dirname "$0")/common.sh"
@@ -55,4 +56,15 @@ grep -q "stepz" "$out/bad.out" || fail "the agents did not name the bad key"
   fail "not both agents exited 2 on the configuration error"
 echo "ok: job $id (--requeue) with a bad job file ended FAILED with exit 2, not requeued," \
      "in $(since "$begin") s"
+
+# A layout the tasks refuse (--exclusive hides the task count at submit; the step has 2):
+# every agent names the plugin's reason, not a PARTRAIN_* variable it misses, and exits 2.
+id=$(sbatch --parsable -N 2 --exclusive --partrain=dp3 --chdir="$examples" -o "$out/layout.out" \
+  --wrap "srun --ntasks-per-node=1 partraind tiny.toml") || fail "sbatch refused the dp3 job at submit"
+wait_gone "$id" 60
+cat "$out/layout.out"
+[ "$(grep -c 'the partrain SPANK plugin gave this task no ranks: step [0-9.]*: tp1 x pp1 x dp3 = 3 ranks, but the job has 2' \
+     "$out/layout.out")" -eq 2 ] || fail "not both agents named the refused layout"
+grep -q "is not set" "$out/layout.out" && fail "an agent named a missing variable instead of the reason"
+echo "ok: job $id: a layout refused in the tasks is named by every agent"
 echo PASS
