@@ -8,16 +8,12 @@
 #include <string>
 #include <vector>
 
+#include "layout/layout_spec.h"
+
 namespace partrain {
 namespace {
 
-ParallelSpec spec(int tp, int pp, int ep = 1) {
-  ParallelSpec s;
-  s.tp = tp;
-  s.pp = pp;
-  s.ep = ep;
-  return s;
-}
+using testing::spec;
 
 // Small sizes so the hand arithmetic stays readable: A = 1*4*8*2 = 64 bytes.
 StepSizes tiny() {

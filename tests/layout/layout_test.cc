@@ -7,17 +7,12 @@
 #include <set>
 #include <vector>
 
+#include "layout/layout_spec.h"
+
 namespace partrain {
 namespace {
 
-ParallelSpec spec(int tp, int pp, int ep = 1, int cp = 1) {
-  ParallelSpec s;
-  s.tp = tp;
-  s.pp = pp;
-  s.ep = ep;
-  s.cp = cp;
-  return s;
-}
+using testing::spec;
 
 TEST(LayoutTest, SixtyFourGpuWorkedExample) {
   Result<Layout> l = Layout::create(64, spec(4, 2));

@@ -10,16 +10,12 @@
 #include <string>
 #include <vector>
 
+#include "layout/layout_spec.h"
+
 namespace partrain {
 namespace {
 
-ParallelSpec spec(int tp, int pp, int ep = 1) {
-  ParallelSpec s;
-  s.tp = tp;
-  s.pp = pp;
-  s.ep = ep;
-  return s;
-}
+using testing::spec;
 
 TEST(MappingTest, CyclicTwoNodesByHand) {
   // 2 nodes x 4 GPUs, cyclic: SLURM_PROCID 0..7 run on n1,n2,n1,n2,... with local ids
