@@ -33,10 +33,6 @@ Status check_supported(const JobConfig& job, const Layout& layout) {
                                        "model each tp rank routes its own 1/tp of every micro-batch's tokens; pick "
                                        "a tp dividing seq_len", what, job.model.seq_len, layout.tp()));
   }
-  if (job.device != "cpu" && layout.pp() > 1) {
-    return Status::invalid(fmt::format("{}: [job] device = {}: the pipeline executor runs on CPU ranks (Gloo) "
-                                       "in this version; use --device cpu, or drop pp", what, job.device));
-  }
   // bf16 storage (a test mode on CPU ranks, the default on GPUs) runs plain dp only: the other
   // strategies move fp32 buffers through the plugins' fp32 ABI in this version.
   const bool bf16 = job.precision == "bf16" || (job.device != "cpu" && job.precision.empty());

@@ -10,7 +10,6 @@
 //                                  refused: each tp rank routes its own 1/tp of its cp rank's
 //                                  tokens (cp x tp x MoE runs: the router gathers the logits
 //                                  over tp, then cp, and routes the micro-batch in order)
-//   pp on [job] device = cuda      not run yet (GPU ranks run dp, zeroN, tp and ep)
 //   [job] precision = "bf16" (the GPU default; a test mode on CPU ranks) with tp, ep, pp,
 //   cp or zeroN                    not run yet: the plugins' ABI moves fp32 buffers (set
 //                                  precision = "fp32")

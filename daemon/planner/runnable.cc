@@ -18,7 +18,7 @@ const std::vector<StrategySupport> kStrategies = {
     {"zero3", true, true},
     {"tp", true, true},
     {"sp", true, true},
-    {"pp", true, false},
+    {"pp", true, true},
     {"ep", true, true},
     {"cp", true, false},
 };

@@ -22,6 +22,8 @@ struct Case {
   const char* job;   // "gpt2" or "moe"
   const char* spec;  // --partrain
   int nproc;
+  int layers = 2;        // [model] layers
+  int micro_batch = 0;   // [training] micro_batch (0: the example's)
 };
 
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
@@ -40,10 +42,14 @@ class EmulatedGpu : public Runtime {
   }
   // A copy of example `job` ("gpt2": tiny.toml, "moe": moe-tiny.toml with micro-batches of 2)
   // stored in `precision`.
-  std::string job(const std::string& kind, const std::string& precision, const std::string& name) const {
+  // `layers` blocks and micro-batches of `micro_batch` sequences (0: as above).
+  std::string job(const std::string& kind, const std::string& precision, const std::string& name, int layers = 2,
+                  int micro_batch = 0) const {
     const std::string path = job_copy(kind == "moe" ? kMoe : kTiny, dir_, name, "");
-    std::vector<std::pair<std::string, std::string>> edits = {{"[job]\n", "[job]\nprecision = \"" + precision + "\"\n"}};
-    if (kind == "moe") edits.emplace_back("micro_batch = 8", "micro_batch = 2");
+    std::vector<std::pair<std::string, std::string>> edits = {{"[job]\n", "[job]\nprecision = \"" + precision + "\"\n"},
+                                                              {"layers = 2", "layers = " + std::to_string(layers)}};
+    const int mb = micro_batch > 0 ? micro_batch : kind == "moe" ? 2 : 8;
+    edits.emplace_back("micro_batch = 8", "micro_batch = " + std::to_string(mb));
     edit_file(path, edits);
     return path;
   }
@@ -54,7 +60,7 @@ class EmulatedGpuLayout : public EmulatedGpu, public ::testing::WithParamInterfa
 // The reference is one emulated-GPU rank, trained once per job for every case.
 TEST_P(EmulatedGpuLayout, MatchesOneGpuRankOverTwentySteps) {
   const Case c = GetParam();
-  const std::string j = job(c.job, "fp32", std::string(c.job) + ".toml");
+  const std::string j = job(c.job, "fp32", std::string(c.job) + ".toml", c.layers, c.micro_batch);
   const ReferenceRun one = reference_run(j, {"--device", "cuda", "--steps", std::to_string(kSteps)}, gpu_env());
   EXPECT_NE(slurp(one.err).find("cuda"), std::string::npos) << slurp(one.err);
   const std::string spec = std::string("--partrain=") + c.spec;
@@ -71,13 +77,17 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Case{"dp2_zero1", "gpt2", "dp2,zero1", 2}, Case{"dp2_zero2", "gpt2", "dp2,zero2", 2},
                       Case{"dp2_zero3", "gpt2", "dp2,zero3", 2}, Case{"dp2_ep2", "moe", "dp2,ep2", 2},
                       Case{"dp2_ep2_zero2", "moe", "dp2,ep2,zero2", 2}, Case{"tp2_sp", "gpt2", "tp2", 2},
-                      Case{"tp2_nosp", "gpt2", "tp2,nosp", 2}, Case{"tp2_dp2_zero1", "gpt2", "tp2,dp2,zero1", 4}),
+                      Case{"tp2_nosp", "gpt2", "tp2,nosp", 2}, Case{"tp2_dp2_zero1", "gpt2", "tp2,dp2,zero1", 4},
+                      Case{"pp2_gpipe", "gpt2", "pp2,sched=gpipe", 2, 4, 4},
+                      Case{"pp2_1f1b", "gpt2", "pp2,sched=1f1b", 2, 4, 4},
+                      Case{"pp2_interleaved2", "gpt2", "pp2,sched=interleaved:2", 2, 4, 4},
+                      Case{"pp2_zbh1", "gpt2", "pp2,sched=zbh1", 2, 4, 4}),
     [](const ::testing::TestParamInfo<Case>& i) { return std::string(i.param.name); });
 
 // bf16 storage (the GPU default) runs plain dp only in this version: every other strategy
 // is refused before any worker starts, exit 2, one line naming the fix.
 TEST_F(EmulatedGpu, Bf16WithOtherStrategiesIsRefusedBeforeAnyWorker) {
-  for (const char* spec : {"dp2,ep2", "dp2,zero3", "tp2"}) {
+  for (const char* spec : {"dp2,ep2", "dp2,zero3", "tp2", "pp2"}) {
     SCOPED_TRACE(spec);
     const std::string j = job("moe", "bf16", "bf16.toml");
     Proc p = start({PARTRAIN_CLI, "run", j, std::string("--partrain=") + spec, "--nproc", "2", "--device", "cuda",
