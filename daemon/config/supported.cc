@@ -7,10 +7,6 @@ namespace partrain::config {
 
 Status check_supported(const JobConfig& job, const Layout& layout) {
   const std::string what = "--partrain=" + job.parallelism.to_string();
-  if (layout.cp() > 1 && job.device != "cpu") {
-    return Status::invalid(fmt::format("{}: [job] device = {}: context parallelism runs on CPU ranks in this "
-                                       "version; use --device cpu, or drop cp{}", what, job.device, layout.cp()));
-  }
   // cp cuts every sequence into 2cp chunks (layout/validate.h refuses a seq_len that does not
   // split); sequence parallelism then splits each rank's seq_len / cp rows over tp.
   const int local_seq = job.model.seq_len / layout.cp();

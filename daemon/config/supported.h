@@ -4,7 +4,6 @@
 //
 // The table, as of this version (GPU ranks: also the emulated GPU, daemon/gpu/emu, which
 // proves in CI what runs there: tests/runtime/emu_layout_test.cc):
-//   cp on [job] device = cuda      not run yet (cp runs on CPU ranks)
 //   cp x tp with sp                each cp rank's seq_len / cp rows must split over tp
 //   tp on a MoE model, (seq_len / cp) % tp != 0
 //                                  refused: each tp rank routes its own 1/tp of its cp rank's

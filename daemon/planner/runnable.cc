@@ -20,7 +20,7 @@ const std::vector<StrategySupport> kStrategies = {
     {"sp", true, true},
     {"pp", true, true},
     {"ep", true, true},
-    {"cp", true, false},
+    {"cp", true, true},
 };
 
 const StrategySupport* find(const std::string& name) {

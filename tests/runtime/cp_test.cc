@@ -200,7 +200,7 @@ TEST_F(Runtime, LongContextExampleNeedsCpToFit) {
 
 // Refused before any worker starts, exit 2, one line with the fix: a seq_len that does not
 // cut into 2cp chunks (the layout core), cp x tp whose chunks do not split over tp under
-// sp, cp on GPU ranks (config::check_supported); a context plugin that is not installed
+// sp, cp in bf16 storage on GPU ranks (config::check_supported); a context plugin that is not installed
 // and a key its table does not take are configuration errors too.
 TEST_F(Runtime, BadCpLayoutsAreRefused) {
   struct Bad {
@@ -213,7 +213,7 @@ TEST_F(Runtime, BadCpLayoutsAreRefused) {
       {"cp2,tp4", "8", "68", "sequence parallelism splits each cp rank's 34 of seq_len 68 over tp4, which does "
                              "not divide it; use a seq_len that is a multiple of 2 x cp2 x tp4 = 16, or nosp", "",
        true, false},
-      {"cp2", "2", "64", "context parallelism runs on CPU ranks in this version; use --device cpu, or drop cp2",
+      {"cp2", "2", "64", "[job] precision = \"bf16\" (the default on GPUs) runs plain data parallelism only",
        "", true, true},
       {"cp2,cpimpl=ulysses", "2", "64", "ulysses.so", "", false, false},
       {"cp2", "2", "64", "[plugins.ring]: unknown key 'chunks'; this plugin takes no keys: remove it",

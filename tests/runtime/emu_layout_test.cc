@@ -81,13 +81,14 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"pp2_gpipe", "gpt2", "pp2,sched=gpipe", 2, 4, 4},
                       Case{"pp2_1f1b", "gpt2", "pp2,sched=1f1b", 2, 4, 4},
                       Case{"pp2_interleaved2", "gpt2", "pp2,sched=interleaved:2", 2, 4, 4},
-                      Case{"pp2_zbh1", "gpt2", "pp2,sched=zbh1", 2, 4, 4}),
+                      Case{"pp2_zbh1", "gpt2", "pp2,sched=zbh1", 2, 4, 4}, Case{"cp2_ring", "gpt2", "cp2", 2},
+                      Case{"cp2_allgather", "gpt2", "cp2,cpimpl=allgather", 2}),
     [](const ::testing::TestParamInfo<Case>& i) { return std::string(i.param.name); });
 
 // bf16 storage (the GPU default) runs plain dp only in this version: every other strategy
 // is refused before any worker starts, exit 2, one line naming the fix.
 TEST_F(EmulatedGpu, Bf16WithOtherStrategiesIsRefusedBeforeAnyWorker) {
-  for (const char* spec : {"dp2,ep2", "dp2,zero3", "tp2", "pp2"}) {
+  for (const char* spec : {"dp2,ep2", "dp2,zero3", "tp2", "pp2", "cp2"}) {
     SCOPED_TRACE(spec);
     const std::string j = job("moe", "bf16", "bf16.toml");
     Proc p = start({PARTRAIN_CLI, "run", j, std::string("--partrain=") + spec, "--nproc", "2", "--device", "cuda",
