@@ -394,6 +394,7 @@ Result<GroupEnd> run_worker_groups(const AgentOptions& o, const ResolvedJob& rj,
     for (const auto& [rank, pid] : group.pids()) log::info("agent", "rank {} started: pid {} ({})", rank, pid, worker);
     const SuperviseContext context{.store = r.store.get(),
                                    .heartbeat = &heartbeat,
+                                   .finished_prefix = prefix + "/",
                                    .node = rj.place.node,
                                    .num_nodes = rj.place.num_nodes,
                                    .restarts = restarts,

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <utility>
@@ -67,9 +68,20 @@ class Supervision {
  private:
   bool restarts_left() const { return c_.restarts < c_.max_restarts; }
 
+  // Whether a rank that exited 0 reported, through the store, that its run reached the end.
+  bool reported_finished(int rank) {
+    if (c_.store == nullptr) return false;
+    Result<bool> there = c_.store->check({fmt::format("{}finished/{}", c_.finished_prefix, rank)});
+    return there && *there;
+  }
+  bool early_exit(const WorkerExit& e) const { return !e.signaled && e.code == 0 && early_.count(e.pid) > 0; }
+
   // The workers that ended since the last call, the likeliest cause first.
   std::vector<WorkerExit> reap() {
     std::vector<WorkerExit> ended = group_.poll();
+    for (const WorkerExit& e : ended) {
+      if (!e.signaled && e.code == 0 && !reported_finished(e.rank)) early_.insert(e.pid);
+    }
     // A rank that fails without SIGKILL often only lost a peer: give the peer's own death a
     // moment to be reaped, so the log names the cause, not the echo.
     const auto is_echo = [](const WorkerExit& e) { return e.signaled ? e.code != SIGKILL : e.code != 0; };
@@ -77,8 +89,11 @@ class Supervision {
       std::this_thread::sleep_for(milliseconds(200));
       for (const WorkerExit& e : group_.poll()) ended.push_back(e);
     }
-    // SIGKILL (kill -9, the OOM killer) first, then other signals, then exit codes.
-    const auto priority = [](const WorkerExit& e) { return e.signaled ? (e.code == SIGKILL ? 0 : 1) : 2; };
+    // SIGKILL (kill -9, the OOM killer) first, then other signals and exits 0 before the
+    // end (a process that ended itself), then exit codes.
+    const auto priority = [this](const WorkerExit& e) {
+      return e.signaled ? (e.code == SIGKILL ? 0 : 1) : early_exit(e) ? 1 : 2;
+    };
     std::stable_sort(ended.begin(), ended.end(),
                      [&priority](const WorkerExit& a, const WorkerExit& b) { return priority(a) < priority(b); });
     return ended;
@@ -88,8 +103,20 @@ class Supervision {
   std::optional<Cause> judge(const std::vector<WorkerExit>& ended) {
     std::optional<Cause> cause;
     for (const WorkerExit& e : ended) {
-      if (!e.signaled && e.code == 0) {
+      if (!e.signaled && e.code == 0 && !early_exit(e)) {
         log::info("agent", "rank {} (pid {}) finished", e.rank, e.pid);
+        continue;
+      }
+      if (early_exit(e)) {
+        const std::string what = fmt::format(
+            "rank {} (pid {}) exited 0 before its run reached the last step (it never reported the end through the "
+            "rendezvous: a plugin or library that called exit()?); the job resumes from its newest checkpoint",
+            e.rank, e.pid);
+        if (!cause) {
+          cause = Cause{what, kExitRetryable};
+        } else {
+          log::error("agent", "{}", what);
+        }
         continue;
       }
       if (stopping_ && !e.signaled && e.code == kExitRetryable) {
@@ -177,6 +204,7 @@ class Supervision {
   Clock::time_point stop_sent_{};
   int polls_ = 0;
   ProgressWatch watch_;
+  std::set<pid_t> early_;  // ranks that exited 0 without reporting the end
 };
 
 }  // namespace

@@ -2,7 +2,12 @@
 //
 // Every 50 ms it reaps the workers that ended (waitpid) and looks at what else may end the
 // group, in this order:
-//   1. a worker that died: the first bad exit is the cause. A rank that fails without
+//   1. a worker that died: the first bad exit is the cause. A worker's success is a fact it
+//      reports, never its exit status alone: it sets <finished_prefix>finished/<rank> in the
+//      store once its run reached the last step, and an exit 0 without that key (every rank
+//      of a plugin that called exit(0) at step 5 of 30) is a failure of that rank, retryable
+//      (the job resumes from its newest checkpoint), taken as the cause before any other
+//      exit code, since its peers' errors are only echoes of it. A rank that fails without
 //      SIGKILL often only lost a peer, so the loop waits 200 ms for the peer's own death to
 //      be reaped too, and takes SIGKILL first, then other signals, then exit codes: the log
 //      names the cause, not the echo. A retryable cause (killed, or exit 75) with in-job
@@ -25,6 +30,7 @@
 #pragma once
 
 #include <chrono>
+#include <string>
 
 #include "agent/heartbeat.h"
 #include "agent/supervisor.h"
@@ -35,7 +41,7 @@ namespace partrain::agent {
 
 // How a worker group's run ended, when it did not fail.
 enum class GroupEnd {
-  kFinished,  // every rank exited 0
+  kFinished,  // every rank exited 0 after reporting that it reached the run's end
   kStopped,   // SIGTERM/SIGINT: the ranks stopped at a step boundary (the job exits 75)
   kRestart,   // in-job restart: this node's group is down, every node's goes down too
 };
@@ -44,6 +50,9 @@ enum class GroupEnd {
 struct SuperviseContext {
   comm::RendezvousClient* store = nullptr;  // the agent's connection: job/abort, restart/N
   const Heartbeat* heartbeat = nullptr;
+  // The key prefix of this attempt's finish reports ("a0.0/"): a rank that exits 0 must
+  // have set <finished_prefix>finished/<rank>. Default: "".
+  std::string finished_prefix;
   int node = 0;        // this node's index
   int num_nodes = 1;
   int restarts = 0;      // in-job restarts so far; the next one is restart/<restarts + 1>

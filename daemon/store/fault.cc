@@ -35,4 +35,12 @@ void crash_point(const char* point, int64_t step, int rank) {
   ::kill(::getpid(), SIGKILL);
 }
 
+void exit_zero_point(int64_t step, int rank) {
+  if (!fault_armed("exit_zero", step, rank)) return;
+  std::fprintf(stderr, "partrain: PARTRAIN_FAULT: pid %d exits 0 at step %lld, rank %d\n",
+               static_cast<int>(::getpid()), static_cast<long long>(step), rank);
+  std::fflush(stderr);
+  ::_exit(0);
+}
+
 }  // namespace partrain::store

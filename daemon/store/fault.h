@@ -12,6 +12,8 @@
 // acknowledgement not yet done), after_manifest (the folder manifest written too).
 // Two points fail instead of killing, as a disk answering EIO would: eio_shard (the rank's
 // shard write returns EIO) and eio_commit (the store's commit returns EIO).
+// One exits 0 instead, as a plugin calling exit(0) would: exit_zero (a step finished, before
+// any save; the process ends with status 0 although its run did not reach the last step).
 #pragma once
 
 #include <cstdint>
@@ -22,5 +24,7 @@ namespace partrain::store {
 // way); crash_point() kills the process at once.
 bool fault_armed(const char* point, int64_t step, int rank);
 void crash_point(const char* point, int64_t step, int rank);
+// exit_zero at `step`: the process ends at once with status 0.
+void exit_zero_point(int64_t step, int rank);
 
 }  // namespace partrain::store

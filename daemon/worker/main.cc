@@ -9,7 +9,8 @@
 // (this worker group's key prefix), PARTRAIN_NODE_NAME / PARTRAIN_NODE_ADDR, and for MFU
 // PARTRAIN_MODEL_FLOPS_PER_TOKEN / PARTRAIN_PEAK_FLOPS_PER_RANK.
 //
-// Exit codes as partraind's (common/exit_codes.h): 0 done, 2 configuration error, 75
+// Exit codes as partraind's (common/exit_codes.h): 0 done (after reporting the last step reached
+// through the rendezvous: finished/<rank>), 2 configuration error, 75
 // retryable (a peer failed, or SIGTERM stopped the run at a step boundary), 1 anything else.
 #include <charconv>
 #include <chrono>
@@ -177,7 +178,10 @@ Status run(const std::string& job_path, const std::atomic<bool>* stop) {
   r.committer = &committer;
   r.resume = *resume ? &**resume : nullptr;
   r.init = env("PARTRAIN_INIT");
-  return train(r);
+  PARTRAIN_RETURN_IF_ERROR(train(r));
+  // Success is the run's end reached, said through the rendezvous: the agent counts an exit 0
+  // without this key as a failure of this rank (agent/supervise.h).
+  return (*store)->set(fmt::format("{}finished/{}", w->prefix, w->rank), std::to_string(job->training.steps));
 }
 
 }  // namespace

@@ -80,12 +80,44 @@ class Supervise : public LoopbackStore {
   double secs_ = 0;
 };
 
+// A rank's success is its report through the store (finished/<rank>, set by the worker once
+// its run reached the last step; here by the test, as the worker would) and its exit 0.
 TEST_F(Supervise, EveryRankExitingZeroFinishes) {
+  ASSERT_TRUE(store_->set("finished/0", "30"));
+  ASSERT_TRUE(store_->set("finished/1", "30"));
   spawn("exit 0");
   Result<GroupEnd> end = supervise();
   ASSERT_TRUE(end) << end.status().message();
   EXPECT_EQ(*end, GroupEnd::kFinished);
   EXPECT_EQ(value("job/abort"), "");
+}
+
+// Issue 31, item 17: every rank exiting 0 before the end (a plugin calling exit(0)) was
+// counted as finished (exit 0, no final checkpoint, never requeued). Now it is a retryable
+// failure of the rank that exited, and no restart is asked for when none are left.
+TEST_F(Supervise, EveryRankExitingZeroWithoutReportingTheEndIsRetryable) {
+  context_.finished_prefix = "a0.0/";
+  ASSERT_TRUE(store_->set("finished/0", "30"));  // another attempt's prefix: does not count
+  spawn("exit 0");
+  Result<GroupEnd> end = supervise();
+  ASSERT_FALSE(end);
+  EXPECT_EQ(exit_code_for(end.status()), kExitRetryable);
+  EXPECT_NE(end.status().message().find(") exited 0 before its run reached the last step"), std::string::npos)
+      << end.status().message();
+  EXPECT_NE(value("job/abort"), "");
+  expect_all_gone();
+}
+
+// One rank exits 0 early and its peer, which only lost it, exits 1 at once: the early exit is
+// the cause, never the healthy peer's echo.
+TEST_F(Supervise, RankExitingZeroEarlyIsTheCauseNotItsPeer) {
+  spawn("case $R in 0) touch $D/gone; exit 0 ;; 1) while [ ! -e $D/gone ]; do sleep 0.01; done; exit 1 ;; esac");
+  Result<GroupEnd> end = supervise();
+  ASSERT_FALSE(end);
+  EXPECT_EQ(exit_code_for(end.status()), kExitRetryable);
+  const std::string want = "rank 0 (pid " + std::to_string(pids_[0]) + ") exited 0 before its run reached the last step";
+  EXPECT_EQ(end.status().message().rfind(want, 0), 0u) << end.status().message();
+  expect_all_gone();
 }
 
 // Rank 1 is killed 100 ms after rank 0, which only lost its peer, exits 1: the log names the
