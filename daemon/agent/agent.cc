@@ -311,14 +311,15 @@ Result<Rendezvous> meet_agents(const AgentOptions& o, const Placement& place, in
 // ---- 4. The coordinator node alone opens the state store: it picks the checkpoint each
 // worker group resumes from and commits the group's saves. nullptr on the other nodes.
 
-Result<std::unique_ptr<store::Coordinator>> open_state_store(const config::JobConfig& job, const Placement& place,
-                                                             const Rendezvous& r) {
+Result<std::unique_ptr<store::Coordinator>> open_state_store(const AgentOptions& o, const config::JobConfig& job,
+                                                             const Placement& place, const Rendezvous& r) {
   if (place.node != 0) return std::unique_ptr<store::Coordinator>();
   if (std::getenv("SLURM_RESTART_COUNT") != nullptr) log::info("agent", "SLURM_RESTART_COUNT={}", r.attempt);
-  Result<std::unique_ptr<store::Coordinator>> c = open_for_resume(
-      store::coordinator_options(job.model, job.training, store::checkpoint_root(job.checkpoint.dir, job.run_dir),
-                                 job.checkpoint.keep, PARTRAIN_VERSION),
-      job.checkpoint.resume, first_start_of_job());
+  store::CoordinatorOptions co = store::coordinator_options(
+      job.model, job.training, job.data, store::checkpoint_root(job.checkpoint.dir, job.run_dir), job.checkpoint.keep,
+      PARTRAIN_VERSION);
+  co.allow_changed_inputs = o.resume_with_changes;
+  Result<std::unique_ptr<store::Coordinator>> c = open_for_resume(co, job.checkpoint.resume, first_start_of_job());
   if (!c) (void)r.store->set("job/abort", c.status().message());  // the other nodes stop too
   return c;
 }
@@ -440,7 +441,7 @@ Result<GroupEnd> run(const AgentOptions& o) {
   if (!server) return server.status();
   Result<Rendezvous> r = meet_agents(o, place, *server ? (*server)->port() : 0, *secret);
   if (!r) return r.status();
-  Result<std::unique_ptr<store::Coordinator>> state = open_state_store(rj->job, place, *r);
+  Result<std::unique_ptr<store::Coordinator>> state = open_state_store(o, rj->job, place, *r);
   if (!state) return state.status();
   std::vector<WorkerSpec> specs = worker_specs(o, *rj, *r, *secret);
   (void)install_stop_signal();

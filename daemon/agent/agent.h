@@ -23,6 +23,9 @@ struct AgentOptions {
   int64_t steps = 0;           // overrides [training] steps when > 0. Default: 0
   std::string device;          // overrides [job] device ("cpu", "cuda") when set. Default: ""
   std::string resume;          // overrides [checkpoint] resume (auto, never, STEP) when set. Default: ""
+  // Resume although the run's inputs changed (store/run_inputs.h): --resume-with-changes,
+  // each change logged. Default: false (refused with exit 2, naming the key)
+  bool resume_with_changes = false;
   std::string trace;           // steps every worker traces (e.g. "5-7"); "" = none. Default: ""
   // Hugging Face weights (a .safetensors file or a model folder) a fresh run starts from;
   // each rank reads only its slices. A run that resumes from a checkpoint ignores it.

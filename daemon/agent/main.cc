@@ -36,6 +36,13 @@ int main(int argc, char** argv) {
                  "auto (the newest checkpoint that verifies), never (start over; what is there is moved "
                  "aside) or STEP (that committed checkpoint), on the job's first start (over [checkpoint] "
                  "resume and $PARTRAIN_RESUME)");
+  if (const char* w = std::getenv("PARTRAIN_RESUME_WITH_CHANGES"); w != nullptr && std::string(w) == "1") {
+    o.resume_with_changes = true;
+  }
+  app.add_flag("--resume-with-changes", o.resume_with_changes,
+               "resume although the run's inputs changed since its checkpoints ([model] keys, the training "
+               "data's files or contents, seed, global_batch; refused with exit 2 otherwise); every change is "
+               "logged (also $PARTRAIN_RESUME_WITH_CHANGES=1)");
   app.add_option("--site-config", o.site_config, "site config (default: $PARTRAIN_SITE_CONFIG, "
                                                  "else the installed partrain.toml)");
   app.add_option("--worker", o.worker_path, "worker binary (default: the installed partrain-worker)");

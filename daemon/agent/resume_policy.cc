@@ -13,6 +13,7 @@
 
 #include "common/log.h"
 #include "store/shard_file.h"
+#include "store/state_store.h"
 
 namespace partrain::agent {
 namespace {
@@ -116,6 +117,14 @@ Result<std::unique_ptr<store::Coordinator>> open_for_resume(const store::Coordin
   if (!first_start || mode.kind == Kind::kAuto) return store::Coordinator::open(options);
   if (mode.kind == Kind::kNever) {
     if (holds_a_run(root)) {
+      // The store's lock first, as for STEP: a live run's folder is never moved from under it.
+      Result<std::unique_ptr<store::StateStore>> held = store::StateStore::open(root);
+      if (!held && held.status().code() == StatusCode::kInvalidArgument) {
+        return held.status().prefixed("--resume never: ");
+      }
+      // A store RocksDB cannot read is no live run's: it moves aside with the folder.
+      if (!held && held.status().code() != StatusCode::kCorruption) return held.status();
+      if (held) held->reset();  // closed before its folder moves
       Result<std::string> aside = move_aside(root);
       if (!aside) return aside.status();
       log::warn("store", "--resume never: the checkpoints under {} were moved aside to {}; training starts at step 1",

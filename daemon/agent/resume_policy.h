@@ -24,7 +24,9 @@ bool first_start_of_job();
 // Opens the run's state store as `mode` asks (see above; later starts open it as it is):
 //   auto   as it is.
 //   never  the checkpoint folder, when it holds a state store or step folders, is first
-//          renamed to superseded_name(root), then opened empty.
+//          renamed to superseded_name(root), then opened empty. The store's lock is taken
+//          before the move: a folder a live run holds is refused (invalid, naming the run)
+//          and stays where it is.
 //   STEP   the committed checkpoint of STEP must exist and verify (else invalid, naming the
 //          steps there are); when newer ones exist the folder is renamed aside as for never,
 //          STEP's folder is hard-linked (copied across file systems) back and committed

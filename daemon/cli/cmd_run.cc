@@ -2,7 +2,7 @@
 //
 //   partrain run JOB.toml [--steps N] [--init FILE.safetensors|DIR] [--save FILE.safetensors]
 //                [--device cpu|cuda|cuda:N] [--partrain SPEC|auto] [--nproc N] [--trace STEPS]
-//                [--resume auto|never|STEP]
+//                [--resume auto|never|STEP] [--resume-with-changes]
 //
 // run trains on one rank, printing one line per step and writing <run_dir>/metrics.jsonl
 // (one JSON object per step: step, loss, lr, grad_norm, tokens, step_ms, fwd_ms, bwd_ms,
@@ -63,6 +63,7 @@ struct RunArgs {
   std::string init, save, spec, trace, hardware, hardware_dir;
   std::string device;  // "" = [job] device
   std::string resume;  // "" = [checkpoint] resume
+  bool resume_with_changes = false;  // resume although the run's inputs changed (logged)
   int nproc = 0;  // > 0: the local agent with this many worker ranks
 };
 
@@ -137,6 +138,7 @@ int run_local_agent(const RunArgs& a) {
   o.steps = a.steps;
   o.device = a.device;
   o.resume = a.resume;
+  o.resume_with_changes = a.resume_with_changes;
   o.trace = a.trace;
   o.hardware = a.hardware;
   o.init = a.init;
@@ -205,10 +207,12 @@ int run_train(const RunArgs& given) {
   o.stop = &install_stop_signal();
   // The state store: resume from the newest checkpoint that verifies, if any.
   log_restart_count();
-  Result<std::unique_ptr<store::Coordinator>> coord = agent::open_for_resume(
-      store::coordinator_options(job->model, o.train, store::checkpoint_root(job->checkpoint.dir, job->run_dir),
-                                 job->checkpoint.keep, PARTRAIN_VERSION),
-      job->checkpoint.resume, agent::first_start_of_job());
+  store::CoordinatorOptions co = store::coordinator_options(
+      job->model, o.train, job->data, store::checkpoint_root(job->checkpoint.dir, job->run_dir), job->checkpoint.keep,
+      PARTRAIN_VERSION);
+  co.allow_changed_inputs = a.resume_with_changes;
+  Result<std::unique_ptr<store::Coordinator>> coord =
+      agent::open_for_resume(co, job->checkpoint.resume, agent::first_start_of_job());
   if (!coord) return fail(coord.status());
   Result<std::optional<store::Checkpoint>> resume = (*coord)->resume_point();
   if (!resume) return fail(resume.status());
@@ -263,6 +267,10 @@ void register_run(CLI::App& app, CommandResult* result) {
   run->add_option("--resume", args->resume,
                   "auto (the newest checkpoint that verifies), never (start over; what is there is moved "
                   "aside) or STEP (that committed checkpoint); default: [checkpoint] resume, auto");
+  run->add_flag("--resume-with-changes", args->resume_with_changes,
+                "resume although the run's inputs changed since its checkpoints ([model] keys, the training "
+                "data's files or contents, seed, global_batch; refused with exit 2 otherwise); every change is "
+                "logged");
   run->add_option("--partrain", args->spec,
                   "parallel layout, e.g. dp2, tp2,dp2, dp2,ep2 or pp4,sched=interleaved:2 (more "
                   "than one rank needs --nproc), or auto: the fastest that fits, as partrain plan --auto "

@@ -6,25 +6,28 @@
 #include <cstring>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "common/log.h"
 #include "engine/model/params.h"
 #include "store/fault.h"
 #include "store/folder_manifest.h"
+#include "store/run_inputs.h"
 #include "store/saver.h"
 #include "store/shard_file.h"
 
 namespace partrain::store {
 
 CoordinatorOptions coordinator_options(const engine::ModelOptions& model,
-                                       const engine::TrainOptions& train, std::string root,
-                                       int keep, std::string version) {
+                                       const engine::TrainOptions& train, const engine::DataOptions& data,
+                                       std::string root, int keep, std::string version) {
   CoordinatorOptions o;
   o.root = std::move(root);
   o.keep = keep;
   o.tensors = logical_tensors(engine::model::build_param_table(model));
   o.meta.version = std::move(version);
   o.meta.config_hash = config_hash(o.tensors, train.seed, train.global_batch, model.seq_len);
+  o.meta.inputs = run_inputs(model, train, data);
   return o;
 }
 
@@ -64,6 +67,29 @@ Status pieces_in_folder(const Checkpoint& c, int64_t step) {
   return Status::ok();
 }
 
+// The run's inputs against those its checkpoints were trained on (run_inputs.h): a change
+// is refused naming every key, unless the user allowed it (then each is logged); a change of
+// the tensors themselves (the config hash) is refused either way, since nothing could load.
+Status check_inputs(const RunMeta& stored, const CoordinatorOptions& o) {
+  if (stored.inputs.empty()) return Status::ok();  // a store written before inputs were recorded
+  const std::vector<std::string> changed = changed_inputs(stored.inputs, o.meta.inputs);
+  if (changed.empty()) return Status::ok();
+  const std::string list = fmt::format("{}", fmt::join(changed, "; "));
+  if (o.allow_changed_inputs && stored.config_hash == o.meta.config_hash) {
+    log::warn("store", "--resume-with-changes: resuming {} although its inputs changed: {}", o.root, list);
+    return Status::ok();
+  }
+  if (stored.config_hash != o.meta.config_hash) {
+    return Status::invalid(fmt::format(
+        "{}: the checkpoints there are of another model ({}): its tensors differ, so no flag can resume them; "
+        "give the job another [checkpoint] dir or run_dir, or start over with --resume never", o.root, list));
+  }
+  return Status::invalid(fmt::format(
+      "{}: this job's inputs differ from those its checkpoints were trained on ({}); resuming would not continue "
+      "that run. Restore them, give the job another [checkpoint] dir or run_dir, start over with --resume never, "
+      "or resume anyway with --resume-with-changes", o.root, list));
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Coordinator>> Coordinator::open(CoordinatorOptions options) {
@@ -74,10 +100,11 @@ Result<std::unique_ptr<Coordinator>> Coordinator::open(CoordinatorOptions option
   c->store_ = std::move(st).value();
   Result<std::optional<RunMeta>> meta = c->store_->meta();
   if (!meta) return meta.status();
+  if (*meta) PARTRAIN_RETURN_IF_ERROR(check_inputs(**meta, c->o_));
   if (*meta && (*meta)->config_hash != c->o_.meta.config_hash) {
     return Status::invalid(fmt::format(
         "{}: the checkpoints there are of another model or data order (config hash {}, this job's "
-        "is {}: [model], [training] seed, global_batch or seq_len changed); give the job another "
+        "is {}: the tensors' names or shapes, [training] seed, global_batch or seq_len changed); give the job another "
         "[checkpoint] dir or run_dir, or delete that folder to start over",
         c->o_.root, (*meta)->config_hash, c->o_.meta.config_hash));
   }

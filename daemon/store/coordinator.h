@@ -31,18 +31,24 @@ struct CoordinatorOptions {
   std::string root;                    // the checkpoint root ([checkpoint] dir). Required
   int keep = 3;                        // committed checkpoints kept. Default: 3
   std::vector<LogicalTensor> tensors;  // the model's tensors: every commit must cover them
-  RunMeta meta;                        // this run's version, config hash and layout
+  RunMeta meta;                        // this run's version, config hash, layout and inputs
+  // Whether a resume may go on although the run's inputs changed (run_inputs.h): the user's
+  // --resume-with-changes, logged with every change. Default: false (refused, naming the key)
+  bool allow_changed_inputs = false;
 };
 
-// The options for a run of `model` trained with `train`: the model's tensors (from its
-// parameter table) and the config hash over them, the seed, global batch and seq_len.
+// The options for a run of `model` trained with `train` on `data`: the model's tensors (from
+// its parameter table) and the config hash over them, the seed, global batch and seq_len, and
+// the run's inputs (run_inputs.h).
 CoordinatorOptions coordinator_options(const engine::ModelOptions& model,
-                                       const engine::TrainOptions& train, std::string root,
-                                       int keep, std::string version);
+                                       const engine::TrainOptions& train, const engine::DataOptions& data,
+                                       std::string root, int keep, std::string version);
 
 class Coordinator {
  public:
-  // Opens the store and refuses (invalid) a store whose config hash differs from this run's.
+  // Opens the store and refuses (invalid) a store whose checkpoints were trained on other
+  // inputs (run_inputs.h; naming each key that changed, unless allow_changed_inputs, which
+  // logs them) or whose config hash differs from this run's (other tensors: never resumable).
   static Result<std::unique_ptr<Coordinator>> open(CoordinatorOptions options);
 
   // Call while no rank writes (before a worker group starts): reconciles the step folders

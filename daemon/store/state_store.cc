@@ -104,6 +104,9 @@ Result<std::optional<RunMeta>> StateStore::meta() const {
     if (s.IsNotFound()) return std::optional<RunMeta>();
     PARTRAIN_RETURN_IF_ERROR(from_rocks(s, root_ + "/state.db"));
   }
+  // Stores written before it have no inputs record: nothing to compare.
+  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), "meta/inputs", &m.inputs);
+  if (!s.IsNotFound()) PARTRAIN_RETURN_IF_ERROR(from_rocks(s, root_ + "/state.db"));
   return std::optional<RunMeta>(m);
 }
 
@@ -140,6 +143,7 @@ Status StateStore::commit(const Checkpoint& c, const RunMeta& meta, const std::v
   batch.Put("meta/version", meta.version);
   batch.Put("meta/config_hash", meta.config_hash);
   batch.Put("meta/layout", meta.layout);
+  if (!meta.inputs.empty()) batch.Put("meta/inputs", meta.inputs);
   for (int64_t step : drop) {
     if (step != c.state.step) batch.Delete(ckpt_key(step));
   }

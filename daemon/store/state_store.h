@@ -5,6 +5,7 @@
 //
 // Keys:
 //   meta/version, meta/config_hash, meta/layout   run metadata
+//   meta/inputs                                   what the numbers depend on (run_inputs.h)
 //   ckpt/<step, 20 digits>                        a committed checkpoint (encode_checkpoint)
 //   latest                                        the newest committed step
 // A checkpoint is committed by one synced WriteBatch (manifest, state and pointer
@@ -33,6 +34,7 @@ struct RunMeta {
   std::string version;      // partrain version that last committed
   std::string config_hash;  // what a checkpoint must match to be resumed (see config_hash())
   std::string layout;       // the layout of the last commit, e.g. "dp2"
+  std::string inputs;       // run_inputs() of the last commit; "" in stores written before it
 };
 
 class StateStore {

@@ -9,11 +9,13 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <gtest/gtest.h>
 
 #include "store/coordinator.h"
 #include "common/crc32c.h"
 #include "store/manifest.h"
+#include "store/run_inputs.h"
 #include "store/shard_file.h"
 #include "store/state_store.h"
 #include "shards_fixture.h"
@@ -177,6 +179,49 @@ TEST_F(Shards, CoordinatorSkipsADamagedNewestCheckpoint) {
   c->reset();
   o.meta.config_hash = "crc32c:2";
   EXPECT_EQ(Coordinator::open(o).status().code(), StatusCode::kInvalidArgument);
+}
+
+// Issue 31, item 22: what a resume compares (store/run_inputs.h). A file's digest is its
+// absolute path, size and the CRC-32C of its content (the whole of a small file, published
+// vectors above); a large one is read in eight 1 MiB blocks spread over it, the first and
+// last included, so a change there is seen; the keys that differ are named old -> new.
+TEST(RunInputs, NamesEveryChangedKeyAndSeesTheDataChange) {
+  const std::string dir = (fs::path(::testing::TempDir()) / "partrain_run_inputs").lexically_normal().string();
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::ofstream(dir + "/small.bin") << "123456789";
+  EXPECT_EQ(file_digest(dir + "/small.bin"), dir + "/small.bin (9 bytes, crc32c:e3069283)");
+  const std::string big = dir + "/big.bin";
+  std::vector<char> bytes(20u << 20, 'x');
+  std::ofstream(big, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  const std::string before = file_digest(big);
+  EXPECT_NE(before.find("(20971520 bytes, crc32c:"), std::string::npos) << before;
+  for (const size_t at : {size_t{0}, bytes.size() - 1}) {
+    std::fstream f(big, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(at));
+    f.put('y');
+    f.close();
+    EXPECT_NE(file_digest(big), before) << "byte " << at;
+  }
+  EXPECT_EQ(file_digest(dir + "/missing.bin").find(dir + "/missing.bin (unreadable: "), 0u);
+
+  engine::ModelOptions m;
+  engine::TrainOptions t;
+  engine::DataOptions d;
+  d.train_files = {dir + "/small.bin"};
+  const std::string was = run_inputs(m, t, d);
+  EXPECT_TRUE(changed_inputs(was, run_inputs(m, t, d)).empty());
+  m.heads = 8;
+  m.norm_eps = 1e-6f;
+  m.recompute = engine::Recompute::kFull;  // memory, not results: never compared
+  t.lr = 1e-2f;                            // may change across a resume
+  d.train_files = {big};
+  const std::vector<std::string> changed = changed_inputs(was, run_inputs(m, t, d));
+  ASSERT_EQ(changed.size(), 3u) << fmt::format("{}", fmt::join(changed, " | "));
+  EXPECT_EQ(changed[0], "model.heads: 4 -> 8");
+  EXPECT_EQ(changed[1], "model.norm_eps: 1e-05 -> 1e-06");
+  EXPECT_EQ(changed[2].rfind("data.train_files[0]: " + dir + "/small.bin (9 bytes", 0), 0u) << changed[2];
+  fs::remove_all(dir);
 }
 
 }  // namespace
