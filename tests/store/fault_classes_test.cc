@@ -168,4 +168,98 @@ TEST_F(FaultClasses, AgentRefusesChangedInputsToo) {
   EXPECT_EQ(resumed_at(log), 4) << log;
 }
 
+// Mounts a 64 KiB tmpfs at `mnt` and fills it to the last byte, leaving an empty file `name`
+// on it: every write to that file then fails with ENOSPC. False (the test skips) without root.
+bool full_disk(const std::string& mnt, const std::string& name, std::string* mounted) {
+  fs::create_directories(mnt);
+  if (::mount("tmpfs", mnt.c_str(), "tmpfs", 0, "size=64k") != 0) return false;
+  *mounted = mnt;
+  std::ofstream(mnt + "/" + name).flush();
+  std::ofstream fill(mnt + "/filler", std::ios::binary);
+  const std::string block(4096, 'x');
+  for (int i = 0; i < 64 && fill; ++i) fill.write(block.data(), static_cast<std::streamsize>(block.size())) << std::flush;
+  return true;
+}
+
+// Item 21: a metrics.jsonl whose writes fail (its disk full) gave exit 0 and an empty file,
+// while the same failure on the TensorBoard file exits 1. Now it is exit 1 naming the file,
+// on one rank and through partraind.
+TEST_F(FaultClasses, FailedMetricsWriteIsAnErrorNamingTheFile) {
+  steps_ = 4;
+  if (!full_disk(dir_ + "/full", "metrics.jsonl", &mounted_)) GTEST_SKIP() << "cannot mount a tmpfs (needs root)";
+  const std::string j = job("metrics");
+  for (const auto& [run_name, nproc] : {std::pair<std::string, int>{"one", 0}, {"two", 2}}) {
+    fs::create_directories(dir_ + "/" + run_name);
+    fs::create_symlink(dir_ + "/full/metrics.jsonl", dir_ + "/" + run_name + "/metrics.jsonl");
+    std::string log;
+    EXPECT_EQ(run(j, run_name, "dp2", nproc, {}, &log), 1) << run_name << ": " << log;
+    EXPECT_NE(log.find(dir_ + "/" + run_name + "/metrics.jsonl: cannot write the run's metrics: No space left on "
+                       "device"), std::string::npos) << run_name << ": " << log;
+  }
+}
+
+// Item 25: two jobs sharing a run folder with different checkpoint folders both appended to
+// its one metrics.jsonl. The run folder's lock covers the metrics: the second is exit 2
+// naming the folder and the live run, and the first's file holds only its own steps.
+TEST_F(FaultClasses, SecondJobOnALiveRunFolderIsRefused) {
+  const std::string first = job("first", "dir = \"" + dir_ + "/ckpt-first\"\n");
+  const std::string second = job("second", "dir = \"" + dir_ + "/ckpt-second\"\n");
+  Proc live = start_live(first, dir_, "shared");
+  ASSERT_GE(trajectory(dir_ + "/shared/metrics.jsonl").size(), 5u) << slurp(live.err);
+  for (const auto& [spec, nproc] : {std::pair<std::string, int>{"", 0}, {"dp2", 2}}) {
+    std::string log;
+    steps_ = 4;
+    EXPECT_EQ(run(second, "shared", spec, nproc, {}, &log), 2) << log;
+    EXPECT_NE(log.find(dir_ + "/shared: in use by another partrain run (pid " + std::to_string(live.pid) + " on "),
+              std::string::npos) << log;
+  }
+  ::kill(live.pid, SIGTERM);
+  EXPECT_EQ(wait_exit(live.pid), 75) << slurp(live.err);
+  // One run's steps only: trajectory() expects 1, 2, 3, ... in order, never a second run's
+  // step 1 among them.
+  EXPECT_GE(trajectory(dir_ + "/shared/metrics.jsonl").size(), 5u);
+}
+
+// Item 20: a start read metrics.jsonl whole (a 1 GiB file cost 1.2 GB and 12 s at every
+// start; pointed at /dev/full it never ended). Now only its tail is read: a run whose
+// metrics.jsonl is 1 GiB (sparse, then the real lines) resumes with its memory unchanged,
+// and a metrics.jsonl that is a device is refused at once naming it.
+TEST_F(FaultClasses, StartReadsOnlyTheTailOfMetrics) {
+  steps_ = 4;
+  const std::string j = job("big");
+  std::string log;
+  ASSERT_EQ(run(j, "big", "", 0, {}, &log), 0) << log;
+  const std::string metrics = dir_ + "/big/metrics.jsonl";
+  const std::string lines = slurp(metrics);
+  fs::resize_file(metrics, 0);
+  fs::resize_file(metrics, 1LL << 30);  // a GiB of NUL bytes, one "line" without a newline
+  std::ofstream(metrics, std::ios::app) << "\n" << lines;
+  steps_ = 8;
+  Proc p = start({PARTRAIN_CLI, "run", j, "--steps", "8"},
+                 {{"PARTRAIN_SITE_CONFIG", PARTRAIN_SITE_CONFIG_FILE}, {"PARTRAIN_RUN_DIR", dir_ + "/big"},
+                  {"OMP_NUM_THREADS", "1"}}, dir_, "big.resume");
+  int status = 0;
+  struct rusage ru {};
+  ASSERT_EQ(::wait4(p.pid, &status, 0, &ru), p.pid);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << slurp(p.err);
+  EXPECT_EQ(resumed_at(slurp(p.err) + slurp(p.out)), 4);
+  std::printf("a start with a 1 GiB metrics.jsonl: peak RSS %.1f MiB\n", static_cast<double>(ru.ru_maxrss) / 1024);
+  EXPECT_LT(ru.ru_maxrss, 400L * 1024) << "KiB";
+  // The tail says it resumed at 4 and went on to 8.
+  std::ifstream in(metrics, std::ios::binary);
+  in.seekg(-4096, std::ios::end);
+  std::string tail(4096, '\0');
+  in.read(tail.data(), 4096);
+  EXPECT_NE(tail.find("\"resumed_at_step\":4"), std::string::npos);
+  EXPECT_NE(tail.find("{\"step\":8,"), std::string::npos);
+
+  fs::create_directories(dir_ + "/dev");
+  fs::create_symlink("/dev/full", dir_ + "/dev/metrics.jsonl");
+  Proc d = start({PARTRAIN_CLI, "run", j, "--steps", "2"},
+                 {{"PARTRAIN_SITE_CONFIG", PARTRAIN_SITE_CONFIG_FILE}, {"PARTRAIN_RUN_DIR", dir_ + "/dev"},
+                  {"OMP_NUM_THREADS", "1"}}, dir_, "dev");
+  EXPECT_EQ(wait_exit_within(d.pid, 60), 2) << slurp(d.err);
+  EXPECT_NE(slurp(d.err).find(dir_ + "/dev/metrics.jsonl: not a regular file"), std::string::npos) << slurp(d.err);
+}
+
 }  // namespace

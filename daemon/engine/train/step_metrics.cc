@@ -1,11 +1,18 @@
 // See step_metrics.h.
 #include "engine/train/step_metrics.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -133,14 +140,98 @@ Status write_tensorboard(metrics::TbWriter& tb, const StepMetrics& m) {
   return tb.flush();
 }
 
-void write_pending_metrics(const std::string& path, const std::string& line) {
-  std::ofstream(path + ".pending", std::ios::trunc) << line << '\n';
+Result<std::unique_ptr<RunFolderLock>> RunFolderLock::take(const std::string& run_dir) {
+  const std::string path = run_dir + "/.lock";
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return Status::io_error(fmt::format("{}: cannot open the run folder's lock: {}", path, std::strerror(errno)));
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    char who[256] = {};
+    const ssize_t n = ::pread(fd, who, sizeof who - 1, 0);
+    ::close(fd);
+    if (err != EWOULDBLOCK) {
+      return Status::io_error(fmt::format("{}: cannot lock the run folder: {}", path, std::strerror(err)));
+    }
+    std::string holder(who, static_cast<size_t>(std::max<ssize_t>(n, 0)));
+    while (!holder.empty() && (holder.back() == '\n' || holder.back() == '\0')) holder.pop_back();
+    return Status::invalid(fmt::format("{}: in use by another partrain run{}, which writes its metrics.jsonl there; "
+                                       "stop that run, or give this job another run_dir", run_dir,
+                                       holder.empty() ? "" : " (" + holder + ")"));
+  }
+  char host[256] = {};
+  (void)::gethostname(host, sizeof host - 1);
+  const std::string who = fmt::format("pid {} on {}\n", ::getpid(), host);
+  // A failure here costs only a later refusal's naming of the holder: the lock is held.
+  const bool said = ::ftruncate(fd, 0) == 0 && ::pwrite(fd, who.data(), who.size(), 0) == static_cast<ssize_t>(who.size());
+  (void)said;
+  return std::unique_ptr<RunFolderLock>(new RunFolderLock(fd));
+}
+
+RunFolderLock::~RunFolderLock() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+namespace {
+
+Status metrics_write_failed(const std::string& path, int err) {
+  return Status::io_error(fmt::format("{}: cannot write the run's metrics: {}; free space on its disk (or give the "
+                                      "job another run_dir) and run the same command again: it resumes from its "
+                                      "newest checkpoint", path, std::strerror(err != 0 ? err : EIO)));
+}
+
+}  // namespace
+
+Status append_metrics(std::ofstream& out, const std::string& path, const std::string& line) {
+  errno = 0;
+  out << line << '\n' << std::flush;
+  if (!out) return metrics_write_failed(path, errno);
+  return Status::ok();
+}
+
+Status write_pending_metrics(const std::string& path, const std::string& line) {
+  std::ofstream out(path + ".pending", std::ios::trunc);
+  if (!out) return metrics_write_failed(path + ".pending", errno);
+  return append_metrics(out, path + ".pending", line);
 }
 
 void drop_pending_metrics(const std::string& path) {
   std::error_code ec;
   std::filesystem::remove(path + ".pending", ec);
 }
+
+namespace {
+
+// How much of metrics.jsonl a start reads: its last lines, never the whole file.
+constexpr std::streamoff kTail = 1 << 20;
+
+// The last kTail bytes of the file at `path`, from its first whole line on; "" when it is
+// missing. *nonempty: whether it holds any byte. A path that is there but no regular file
+// (a FIFO would block the start, /dev/full or /dev/zero would never end) is refused.
+Result<std::string> read_tail(const std::string& path, bool* nonempty) {
+  std::error_code ec;
+  const std::filesystem::file_status st = std::filesystem::status(path, ec);
+  if (ec || st.type() == std::filesystem::file_type::not_found) return std::string();
+  if (st.type() != std::filesystem::file_type::regular) {
+    return Status::invalid(fmt::format("{}: not a regular file; remove it (a run writes its metrics there) or give "
+                                       "the job another run_dir", path));
+  }
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) return Status::io_error(fmt::format("{}: cannot read: {}", path, std::strerror(errno)));
+  const std::streamoff size = in.tellg();
+  *nonempty = size > 0;
+  const std::streamoff from = std::max<std::streamoff>(0, size - kTail);
+  in.seekg(from);
+  std::string tail(static_cast<size_t>(size - from), '\0');
+  in.read(tail.data(), static_cast<std::streamsize>(tail.size()));
+  tail.resize(static_cast<size_t>(in.gcount()));
+  if (from > 0) {  // cut inside a line: start at the next whole one
+    const size_t nl = tail.find('\n');
+    tail.erase(0, nl == std::string::npos ? tail.size() : nl + 1);
+  }
+  return tail;
+}
+
+}  // namespace
 
 Status open_metrics(const std::string& path, int64_t resumed_at, std::ofstream* out) {
   const std::string key = "{\"step\":", marker = "\"resumed_at_step\":";
@@ -149,12 +240,15 @@ Status open_metrics(const std::string& path, int64_t resumed_at, std::ofstream* 
   };
   // The last step a reader of the file takes as written: a restart marker replaces the
   // lines of steps after its resume point.
+  // Only the file's tail is read (bounded, whatever its size): its last step line and the
+  // markers after it decide.
   int64_t last = -1;
   bool written = false;
   {
-    std::ifstream in(path);
+    Result<std::string> tail = read_tail(path, &written);
+    if (!tail) return tail.status();
+    std::istringstream in(*tail);
     for (std::string line; std::getline(in, line);) {
-      written = written || !line.empty();
       if (const int64_t s = step_of(line); s >= 0) {
         last = s;
       } else if (const size_t at = line.find(marker); at != std::string::npos) {
@@ -166,20 +260,23 @@ Status open_metrics(const std::string& path, int64_t resumed_at, std::ofstream* 
   // pending copy written before the save has it; it goes in before the restart marker.
   std::string fill;
   if (resumed_at > 0 && last < resumed_at) {
-    std::ifstream pending(path + ".pending");
-    if (std::string line; std::getline(pending, line) && step_of(line) == resumed_at) fill = line;
+    bool any = false;
+    Result<std::string> pending = read_tail(path + ".pending", &any);
+    std::istringstream in(pending ? *pending : std::string());
+    if (std::string line; std::getline(in, line) && step_of(line) == resumed_at) fill = line;
   }
   std::error_code ec;
   std::filesystem::remove(path + ".pending", ec);
+  errno = 0;
   out->open(path, std::ios::app);
-  if (!*out) return Status::io_error(path + ": cannot open for appending");
-  if (!fill.empty()) *out << fill << '\n';
+  if (!*out) return metrics_write_failed(path, errno);
+  if (!fill.empty()) PARTRAIN_RETURN_IF_ERROR(append_metrics(*out, path, fill));
   if (written) {
     // The same wall clock as the step lines' `time`: seconds since the Unix epoch.
     const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-    *out << fmt::format("{{\"event\":\"restart\",\"resumed_at_step\":{},\"time\":{:.3f}}}\n", resumed_at, now);
+    PARTRAIN_RETURN_IF_ERROR(append_metrics(
+        *out, path, fmt::format("{{\"event\":\"restart\",\"resumed_at_step\":{},\"time\":{:.3f}}}", resumed_at, now)));
   }
-  out->flush();
   return Status::ok();
 }
 

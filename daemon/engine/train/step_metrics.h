@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdint>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -82,6 +83,24 @@ struct StepMetrics {
   std::array<size_t, kNumMemCategories> peak_bytes{};
 };
 
+// The run folder's lock: RUN_DIR/.lock, held with flock(2) by the one process that writes
+// the run's metrics.jsonl (the trainer of rank 0) while it runs, so that two jobs sharing a
+// run folder, even with different checkpoint folders, never append to one metrics.jsonl
+// (issue 31, item 25). The file says who holds it ("pid 4242 on n1"); the kernel releases
+// the lock when the holder exits, however it ends.
+class RunFolderLock {
+ public:
+  // Takes the lock; invalid naming the folder and its holder when another process has it.
+  static Result<std::unique_ptr<RunFolderLock>> take(const std::string& run_dir);
+  ~RunFolderLock();
+  RunFolderLock(const RunFolderLock&) = delete;
+  RunFolderLock& operator=(const RunFolderLock&) = delete;
+
+ private:
+  explicit RunFolderLock(int fd) : fd_(fd) {}
+  int fd_ = -1;
+};
+
 // One metrics.jsonl line (no trailing newline), its wall-clock `time` included. The collective fields only when the run is
 // parallel or some axis had collectives, `<axis>_comm_ms` / `<axis>_exposed_ms` only for
 // the axes that had some, `pp` and `bubble_share` only when pp > 1.
@@ -102,9 +121,17 @@ Status write_tensorboard(metrics::TbWriter& tb, const StepMetrics& m);
 // written after its save (it reports the save), so a crash between the commit and the line
 // would leave a hole at the resumed step: the line as it stood before the save
 // (write_pending_metrics, PATH.pending) is appended first, before the marker.
+// Only the last MiB of the file is read (a 1 GiB metrics.jsonl costs a start nothing), and a
+// metrics.jsonl that is no regular file (a FIFO, /dev/full) is refused naming it.
+// A write that fails (a full disk) is an error naming the file, for every line,
+// as for the TensorBoard file (issue 31, item 21): the run ends with exit 1, never with an
+// empty or cut metrics.jsonl and exit 0.
 Status open_metrics(const std::string& path, int64_t resumed_at, std::ofstream* out);
-void write_pending_metrics(const std::string& path, const std::string& line);
+Status write_pending_metrics(const std::string& path, const std::string& line);
 // Removes PATH.pending once the step's line is in PATH (it is needed only in between).
 void drop_pending_metrics(const std::string& path);
+// Appends `line` and a newline to `out` (the file at `path`) and flushes: an io_error naming
+// the file and the system's reason when that fails.
+Status append_metrics(std::ofstream& out, const std::string& path, const std::string& line);
 
 }  // namespace partrain::engine::train

@@ -377,11 +377,15 @@ void Trainer::draw_progress(int64_t step, double eta_ms) const {
 
 Status Trainer::run() {
   const TrainOptions& tr = o_.train;
+  std::unique_ptr<RunFolderLock> run_folder_lock;  // while this run writes the folder's metrics
   std::ofstream metrics;
   if (!o_.run_dir.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(o_.run_dir, ec);
     if (ec) return Status::io_error(o_.run_dir + ": cannot create the run folder: " + ec.message());
+    Result<std::unique_ptr<RunFolderLock>> lock = RunFolderLock::take(o_.run_dir);
+    if (!lock) return lock.status();
+    run_folder_lock = std::move(lock).value();
     PARTRAIN_RETURN_IF_ERROR(open_metrics(o_.run_dir + "/metrics.jsonl", step_, &metrics));
   }
   // TensorBoard's event files beside it (`tensorboard --logdir RUN_DIR/tb`); a new file per
@@ -422,7 +426,9 @@ Status Trainer::run() {
     if (stop_ && m->step == tr.steps) {  // scancel in the last step: the end is its stop checkpoint
       log::info("engine", "stop requested during the last step: the run ends normally at step {}", m->step);
     }
-    if (save_hook_ != nullptr && metrics.is_open()) write_pending_metrics(o_.run_dir + "/metrics.jsonl", metrics_json(*m));
+    if (save_hook_ != nullptr && metrics.is_open()) {
+      PARTRAIN_RETURN_IF_ERROR(write_pending_metrics(o_.run_dir + "/metrics.jsonl", metrics_json(*m)));
+    }
     if (save_hook_ != nullptr) PARTRAIN_RETURN_IF_ERROR(save_hook_->after_step(*this, final, &*m));
     // After the checkpoint, and not when stopping: a preempted job's grace time is for saving.
     const bool stopping_early = stop_ && m->step < tr.steps;
@@ -432,8 +438,10 @@ Status Trainer::run() {
       m->val_loss = *val;
     }
     trace::end_step(m->step);  // after the save, so a traced step shows its checkpoint I/O
-    if (metrics.is_open()) metrics << metrics_json(*m) << '\n' << std::flush;
-    if (save_hook_ != nullptr && metrics.is_open() && metrics) drop_pending_metrics(o_.run_dir + "/metrics.jsonl");
+    if (metrics.is_open()) {
+      PARTRAIN_RETURN_IF_ERROR(append_metrics(metrics, o_.run_dir + "/metrics.jsonl", metrics_json(*m)));
+      if (save_hook_ != nullptr) drop_pending_metrics(o_.run_dir + "/metrics.jsonl");
+    }
     if (tb) PARTRAIN_RETURN_IF_ERROR(write_tensorboard(*tb, *m));
     const double eta_ms = ms_since(t_run) / static_cast<double>(m->step - first_step) *
                           static_cast<double>(tr.steps - m->step);
