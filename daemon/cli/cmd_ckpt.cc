@@ -63,6 +63,19 @@ int run_list(const CkptArgs& a) {
   if (!o) return fail(o.status());
   Result<std::optional<store::RunMeta>> meta = o->store->meta();
   if (!meta) return fail(meta.status());
+  // Folders the store does not list but whose manifest records a commit (the store lost
+  // them): the next start takes each back when its pieces verify.
+  std::set<int64_t> listed;
+  for (const store::Checkpoint& c : o->checkpoints) listed.insert(c.state.step);
+  std::vector<int64_t> lost;
+  Result<std::vector<int64_t>> folders = store::list_step_folders(o->root);
+  for (int64_t step : folders ? *folders : std::vector<int64_t>{}) {
+    if (!listed.count(step) && store::read_folder_manifest(o->root, step)) lost.push_back(step);
+  }
+  if (o->checkpoints.empty() && lost.empty()) {
+    return fail(Status::not_found(o->root + ": no committed checkpoint (no save of this run ever committed); "
+                                  "the run saves as [checkpoint] every says, and at its end and on SIGTERM"));
+  }
   if (*meta) {
     std::printf("%s: written by partrain %s, config %s, %zu committed checkpoint(s)\n", o->root.c_str(),
                 (*meta)->version.c_str(), (*meta)->config_hash.c_str(), o->checkpoints.size());
@@ -76,17 +89,22 @@ int run_list(const CkptArgs& a) {
                 c.state.layout.empty() ? "one rank" : c.state.layout.c_str(),
                 &c == &o->checkpoints.front() ? "  (newest)" : "");
   }
-  // Folders the store does not list but whose manifest records a commit (the store lost
-  // them): the next start takes each back when its pieces verify.
-  std::set<int64_t> listed;
-  for (const store::Checkpoint& c : o->checkpoints) listed.insert(c.state.step);
-  Result<std::vector<int64_t>> folders = store::list_step_folders(o->root);
-  for (int64_t step : folders ? *folders : std::vector<int64_t>{}) {
-    if (listed.count(step) || !store::read_folder_manifest(o->root, step)) continue;
+  for (int64_t step : lost) {
     std::printf("%8lld  not in the state store, but its folder manifest records a commit: the next start takes it "
                 "back if every piece verifies\n", static_cast<long long>(step));
   }
   return kExitOk;
+}
+
+// Whether the run's store, read again now, still lists `step`: on a live run, retention may
+// have dropped it (and deleted its folder) while this command verified it.
+bool still_listed(const std::string& run_dir, int64_t step) {
+  Result<Opened> now = open_run(run_dir);
+  if (!now) return true;
+  for (const store::Checkpoint& c : now->checkpoints) {
+    if (c.state.step == step) return true;
+  }
+  return false;
 }
 
 int run_verify(const CkptArgs& a) {
@@ -97,7 +115,10 @@ int run_verify(const CkptArgs& a) {
   for (const store::Checkpoint& c : o->checkpoints) {
     if (a.step >= 0 && c.state.step != a.step) continue;
     ++checked;
-    if (Status s = store::verify_checkpoint(o->root, c); !s) {
+    if (Status s = store::verify_checkpoint(o->root, c); !s && !still_listed(a.run_dir, c.state.step)) {
+      std::printf("step %lld: removed by retention while it was verified (the run is live; not damaged)\n",
+                  static_cast<long long>(c.state.step));
+    } else if (!s) {
       std::printf("step %lld: DAMAGED: %s\n", static_cast<long long>(c.state.step), s.message().c_str());
       ++bad;
     } else {

@@ -5,9 +5,15 @@
 
 #include <cmath>
 #include <random>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "test_util.h"
 
 #include "engine/backend.h"
 #include "engine/model/decoder.h"
+#include "engine/model/hf_config.h"
 #include "engine/model/model.h"
 #include "engine/model/sampling.h"
 
@@ -140,6 +146,23 @@ TEST(Sampling, TheSameSeedGivesTheSameDraws) {
   for (uint64_t i = 0; i < 100; ++i) z.push_back(sample_token(logits, b, i));
   EXPECT_EQ(x, y);
   EXPECT_NE(x, z);
+}
+
+// Issue 31, item 26: a config.json key written twice gave its first value, while Python's
+// json (what transformers reads the file with) takes the last. Each value against
+// /usr/bin/python3's.
+TEST(HfConfig, RepeatedKeyTakesTheLastValueAsPythonDoes) {
+  const std::string text = R"({"model_type": "gpt2", "vocab_size": 256, "n_positions": 64, "n_layer": 2, )"
+                           R"("n_embd": 128, "n_head": 2, "layer_norm_epsilon": 1e-05, "n_head": 4, )"
+                           R"("layer_norm_epsilon": 1e-06})";
+  const partrain::testing::Outcome py = partrain::testing::run_shell(
+      "/usr/bin/python3 -c 'import json,sys; d=json.loads(sys.argv[1]); v=list(d.values()); "
+      "print(v[5], v[6])' '" + text + "'");
+  ASSERT_EQ(py.rc, 0) << py.err;
+  Result<ModelOptions> o = model_options_from_hf_config(text, "config.json");
+  ASSERT_TRUE(o) << o.status().message();
+  EXPECT_EQ(fmt::format("{} {}\n", o->heads, o->norm_eps), py.out);
+  EXPECT_EQ(o->heads, 4);
 }
 
 }  // namespace

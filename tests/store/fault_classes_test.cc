@@ -262,4 +262,39 @@ TEST_F(FaultClasses, StartReadsOnlyTheTailOfMetrics) {
   EXPECT_NE(slurp(d.err).find(dir_ + "/dev/metrics.jsonl: not a regular file"), std::string::npos) << slurp(d.err);
 }
 
+// Item 24: `ckpt verify` on a live run reported a checkpoint that retention deleted while it
+// was read as DAMAGED (exit 1). Against a run that commits every step and keeps one, every
+// verify exits 0, never says DAMAGED, and a checkpoint dropped meanwhile is "removed by
+// retention".
+TEST_F(FaultClasses, VerifyOnALiveRunNeverTakesRetentionForDamage) {
+  every_ = 1;
+  const std::string j = job("retain", "keep = 1\n");
+  Proc live = start_live(j, dir_, "retain");
+  int removed = 0, runs = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  while (std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20)) {
+    std::string out;
+    const int code = cli({"ckpt", "verify", dir_ + "/retain"}, &out);
+    ++runs;
+    EXPECT_EQ(code, 0) << out;
+    EXPECT_EQ(out.find("DAMAGED"), std::string::npos) << out;
+    if (out.find("removed by retention while it was verified") != std::string::npos) ++removed;
+  }
+  EXPECT_EQ(::kill(live.pid, 0), 0) << "the live run ended early: " << slurp(live.err);
+  ::kill(live.pid, SIGTERM);
+  EXPECT_EQ(wait_exit(live.pid), 75) << slurp(live.err);
+  std::printf("ckpt verify on a live run (a commit every step, keep 1): %d runs, %d saw retention remove what they "
+              "verified, none said DAMAGED\n", runs, removed);
+}
+
+// Item 26: `ckpt list` on a run that never committed printed an empty table with exit 0.
+TEST_F(FaultClasses, CkptListOfARunThatNeverCommittedSaysSo) {
+  steps_ = 8;
+  std::string log, out;
+  EXPECT_NE(run(job("none"), "none", "", 0, {{"PARTRAIN_FAULT", "after_step:2"}}, &log), 0) << log;
+  ASSERT_TRUE(fs::exists(dir_ + "/none/checkpoints/state.db")) << log;
+  EXPECT_EQ(cli({"ckpt", "list", dir_ + "/none"}, &out), 2) << out;
+  EXPECT_NE(out.find(dir_ + "/none/checkpoints: no committed checkpoint"), std::string::npos) << out;
+}
+
 }  // namespace

@@ -14,9 +14,11 @@ namespace {
 using io::JsonValue;
 
 const JsonValue* member(const JsonValue& obj, std::string_view key) {
+  // A key written twice: its last value, as Python's json (transformers) reads the file.
+  const JsonValue* last = nullptr;
   for (const auto& [k, v] : obj.members)
-    if (k == key) return &v;
-  return nullptr;
+    if (k == key) last = &v;
+  return last;
 }
 
 class ConfigReader {

@@ -111,9 +111,11 @@ Status load_views(Model& model, const std::function<const io::TensorView*(const 
 }
 
 const io::JsonValue* member(const io::JsonValue& obj, std::string_view key) {
+  // A key written twice: its last value, as Python's json (transformers) reads the file.
+  const io::JsonValue* last = nullptr;
   for (const auto& [k, v] : obj.members)
-    if (k == key) return &v;
-  return nullptr;
+    if (k == key) last = &v;
+  return last;
 }
 
 Result<std::string> read_text(const std::string& path) {
