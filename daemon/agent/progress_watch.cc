@@ -33,6 +33,9 @@ void ProgressWatch::drain(Clock::time_point now) {
       const size_t sp = line.find(' ');
       e.step = line.substr(0, sp);
       e.phase = sp == std::string::npos ? "" : line.substr(sp + 1);
+      const size_t tab = e.phase.find('\t');
+      e.waiting = tab != std::string::npos && e.phase.compare(tab + 1, std::string::npos, "waiting") == 0;
+      if (tab != std::string::npos) e.phase.erase(tab);
       e.at = now;
       e.reported = true;
     }

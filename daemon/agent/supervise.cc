@@ -179,10 +179,12 @@ class Supervision {
         c_.progress_timeout, [this](size_t i) { return group_.alive(i); }, now,
         [this](size_t i) { return stopped_or_blocked(group_.pids()[i].second); });
     if (!s) return std::nullopt;
-    return Cause{fmt::format("rank {} made no progress for {} s (step {}, {}): it is stopped or hung, or waits "
-                             "for a peer that is; [agent] progress_timeout is {} s",
+    return Cause{fmt::format("rank {} made no progress for {} s (step {}, {}): {}; [agent] progress_timeout is {} s",
                              s->rank, std::chrono::duration_cast<std::chrono::seconds>(s->silent).count(), s->step,
-                             s->phase, std::chrono::duration_cast<std::chrono::seconds>(c_.progress_timeout).count()),
+                             s->phase,
+                             s->waiting ? "it waits in a collective for a peer that is stopped or hung"
+                                        : "it is stopped or hung, or waits for a peer that is",
+                             std::chrono::duration_cast<std::chrono::seconds>(c_.progress_timeout).count()),
                  kExitRetryable};
   }
 

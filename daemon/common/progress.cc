@@ -21,8 +21,10 @@ struct Reporter {
   std::mutex mu;  // phases are entered from the training thread and the async saver
   int64_t step = 0;
   char phase[64] = "start";
+  int waiting = 0;  // Waiting objects alive
   int64_t sent_step = -1;
   char sent_phase[64] = "";
+  bool sent_waiting = false;
   Clock::time_point sent_at{};
 
   Reporter() {
@@ -39,13 +41,19 @@ struct Reporter {
   // Writes "STEP PHASE\n" when it changed or a second passed (called with mu held).
   void send() {
     const Clock::time_point now = Clock::now();
-    if (step == sent_step && std::strcmp(phase, sent_phase) == 0 && now - sent_at < std::chrono::seconds(1)) return;
-    char line[96];
-    const int n = std::snprintf(line, sizeof line, "%lld %s\n", static_cast<long long>(step), phase);
+    const bool w = waiting > 0;
+    if (step == sent_step && std::strcmp(phase, sent_phase) == 0 && w == sent_waiting &&
+        now - sent_at < std::chrono::seconds(1)) {
+      return;
+    }
+    char line[112];
+    const int n = std::snprintf(line, sizeof line, "%lld %s%s\n", static_cast<long long>(step), phase,
+                                w ? "\twaiting" : "");
     if (n <= 0 || static_cast<size_t>(n) >= sizeof line) return;
     if (::write(fd, line, static_cast<size_t>(n)) == n) {
       sent_step = step;
       std::memcpy(sent_phase, phase, sizeof phase);
+      sent_waiting = w;
       sent_at = now;
     }
   }
@@ -66,6 +74,21 @@ void enter(std::string_view phase) {
   std::memcpy(r.phase, phase.data(), n);
   r.phase[n] = '\0';
   r.send();
+}
+
+Waiting::Waiting() {
+  Reporter& r = reporter();
+  if (r.fd < 0) return;
+  on_ = true;
+  std::lock_guard<std::mutex> lock(r.mu);
+  if (r.waiting++ == 0) r.send();
+}
+
+Waiting::~Waiting() {
+  if (!on_) return;
+  Reporter& r = reporter();
+  std::lock_guard<std::mutex> lock(r.mu);
+  if (--r.waiting == 0) r.send();
 }
 
 void begin_step(int64_t step) {

@@ -25,6 +25,22 @@ inline constexpr const char* kFdVariable = "PARTRAIN_PROGRESS_FD";
 
 // This rank entered `phase` (kept up to 63 bytes).
 void enter(std::string_view phase);
+
+// While a Waiting lives, this rank is blocked on its peers (a collective's or a receive's
+// wait, comm/): its lines end in "\twaiting" ("7 wait for gradient sync\twaiting"), and the
+// watchdog blames a silent rank that is not waiting (one stuck in its own or a plugin's code)
+// before the peers that wait for it (agent/progress_watch.h). Nested and concurrent waits
+// count once; without the agent's pipe it costs one load.
+class Waiting {
+ public:
+  Waiting();
+  ~Waiting();
+  Waiting(const Waiting&) = delete;
+  Waiting& operator=(const Waiting&) = delete;
+
+ private:
+  bool on_ = false;
+};
 // This rank began step `step` (the optimizer step being made, 1-based).
 void begin_step(int64_t step);
 

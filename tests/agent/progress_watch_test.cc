@@ -77,5 +77,36 @@ TEST(ProgressWatch, NamesTheRankSilentLongestOnceTheTimeoutPassed) {
   EXPECT_FALSE(w.stalled(seconds(60), [](size_t i) { return i == 2; }, t0 + seconds(999)));
 }
 
+// Issue 31, item 23: a hang inside a plugin (rank 1 stuck in the plugin's code, running, not
+// stopped) while rank 0, which reached the gradient sync first, waits for it in the
+// collective. The watchdog named rank 0, silent longest. A rank whose line says it waits on
+// its peers ("\twaiting", common/progress.h) is named only after one that does not.
+TEST(ProgressWatch, NamesTheHungRankNotThePeerWaitingForIt) {
+  const ProgressWatch::Clock::time_point t0{};
+  Pipe r0, r1;
+  ProgressWatch w({{0, r0.fd[0]}, {1, r1.fd[0]}}, t0);
+  auto all = [](size_t) { return true; };
+  r0.say("7 wait for gradient sync\n7 wait for gradient sync\twaiting\n");
+  w.drain(t0 + seconds(100));
+  r1.say("7 wait for gradient sync\n");  // then it hangs inside the data plugin, in no wait
+  w.drain(t0 + seconds(101));
+  std::optional<ProgressWatch::Stall> s = w.stalled(seconds(60), all, t0 + seconds(170));
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->rank, 1);
+  EXPECT_EQ(s->phase, "wait for gradient sync");
+  EXPECT_FALSE(s->waiting);
+  EXPECT_EQ(s->silent, seconds(69));
+  // Rank 0's own stall, alone: named, its phase without the marker, and said to be waiting.
+  s = w.stalled(seconds(60), [](size_t i) { return i == 0; }, t0 + seconds(170));
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->rank, 0);
+  EXPECT_EQ(s->phase, "wait for gradient sync");
+  EXPECT_TRUE(s->waiting);
+  // A stopped rank (a suspect) still comes first, waiting or not.
+  s = w.stalled(seconds(60), all, t0 + seconds(170), [](size_t i) { return i == 0; });
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->rank, 0);
+}
+
 }  // namespace
 }  // namespace partrain::agent

@@ -37,6 +37,14 @@ TEST(Progress, LinesGoDownThePipeWhenStepOrPhaseChange) {
   // A phase name longer than a line holds is cut, not overflowed.
   progress::enter(std::string(200, 'x'));
   EXPECT_EQ(drain(p[0]), "4 " + std::string(63, 'x') + "\n");
+  // Issue 31, item 23: a wait on the peers is said, once however nested, and its end too.
+  progress::enter("wait for gradient sync");
+  (void)drain(p[0]);
+  {
+    const progress::Waiting outer;
+    const progress::Waiting inner;
+  }
+  EXPECT_EQ(drain(p[0]), "4 wait for gradient sync\twaiting\n4 wait for gradient sync\n");
   ::close(p[0]);
   ::close(p[1]);
 }
