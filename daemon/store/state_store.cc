@@ -2,19 +2,25 @@
 #include "store/state_store.h"
 
 #include <fcntl.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <charconv>
+#include <cstdarg>
+#include <cstdio>
 #include <ctime>
 #include <filesystem>
+#include <optional>
 
 #include <fmt/format.h>
 #include <rocksdb/db.h>
+#include <rocksdb/env.h>
 #include <rocksdb/options.h>
 #include <rocksdb/write_batch.h>
 
 #include "common/crc32c.h"
+#include "common/log.h"
 #include "store/store_lock.h"
 #include "store/shard_file.h"
 
@@ -54,6 +60,55 @@ Status from_rocks(const rocksdb::Status& s, const std::string& what) {
   return Status::io_error(fmt::format("{}: {}", what, s.ToString()));
 }
 
+// RocksDB's info log, kept off the checkpoint disk: its LOG file was one more writer there,
+// and a stats line it wrote at close onto a disk a shard had filled ended the process in an
+// assertion of Debian's librocksdb (exit 134, issue 31 item 19). Its fatal lines go to
+// partrain's log; the rest is dropped (its errors reach the caller as a Status, and it logs
+// "errors" that are none, such as a store's folder missing before it creates it). No
+// exception may leave a Logger (RocksDB is not exception-safe).
+class StoreLogger final : public rocksdb::Logger {
+ public:
+  StoreLogger() : rocksdb::Logger(rocksdb::InfoLogLevel::FATAL_LEVEL) {}
+  void Logv(const char*, va_list) override {}
+  void Logv(const rocksdb::InfoLogLevel level, const char* format, va_list ap) override {
+    if (level != rocksdb::InfoLogLevel::FATAL_LEVEL) return;
+    try {
+      char line[1024];
+      std::vsnprintf(line, sizeof line, format, ap);
+      log::error("store", "RocksDB: {}", line);
+    } catch (...) {
+    }
+  }
+};
+
+// What RocksDB may write beyond a batch itself, at the most, when it opens the store or
+// commits: the flush of a full write buffer (1 MiB, options below) to a table file, a new
+// MANIFEST (64 KiB preallocated), an OPTIONS file, a new WAL, its info LOG lines.
+constexpr uint64_t kStoreHeadroom = 3ull << 19;  // 1.5 MiB
+
+// The bytes an unprivileged writer may still use on the file system holding `dir` (or its
+// nearest existing parent); nullopt when statvfs cannot tell.
+std::optional<uint64_t> free_bytes(std::string dir) {
+  std::error_code ec;
+  while (!dir.empty() && !fs::exists(dir, ec)) dir = fs::path(dir).parent_path().string();
+  struct statvfs st {};
+  if (dir.empty() || ::statvfs(dir.c_str(), &st) != 0) return std::nullopt;
+  return static_cast<uint64_t>(st.f_bavail) * st.f_frsize;
+}
+
+// Refuses, before RocksDB writes a byte, a write that could meet a full disk: Debian's
+// librocksdb is built with assertions, and ENOSPC in the middle of opening, committing or
+// closing a store can end in one (exit 134) instead of a Status. `what` says which write.
+Status room_for(const std::string& db_path, const std::string& what, uint64_t bytes) {
+  const std::optional<uint64_t> free = free_bytes(db_path);
+  const uint64_t need = bytes + kStoreHeadroom;
+  if (!free || *free >= need) return Status::ok();
+  return Status::io_error(fmt::format(
+      "{}: {}: the disk holding the state store is full ({} KiB free, {} KiB needed: No space left on device); "
+      "nothing was written and every committed checkpoint is kept; free space on that disk and run the same "
+      "command again", db_path, what, *free >> 10, (need + 1023) >> 10));
+}
+
 }  // namespace
 
 Result<std::unique_ptr<StateStore>> StateStore::open(const std::string& root, bool read_only) {
@@ -79,6 +134,11 @@ Result<std::unique_ptr<StateStore>> StateStore::open(const std::string& root, bo
   } else if (!fs::exists(path)) {
     return Status::not_found(fmt::format("{}: no state store here (no checkpoint was ever committed)", path));
   }
+  // Nothing is flushed at close: every commit is already in the synced WAL, so closing writes
+  // nothing RocksDB could fail on (a flush on a full disk ended in an assertion).
+  o.avoid_flush_during_shutdown = true;
+  o.info_log = std::make_shared<StoreLogger>();
+  if (!read_only) PARTRAIN_RETURN_IF_ERROR(room_for(path, "cannot open it", 0));
   rocksdb::DB* db = nullptr;
   rocksdb::Status s = read_only ? rocksdb::DB::OpenForReadOnly(o, path, &db) : rocksdb::DB::Open(o, path, &db);
   if (!read_only && s.IsIOError() && s.ToString().find("lock") != std::string::npos) {
@@ -152,6 +212,8 @@ Status StateStore::commit(const Checkpoint& c, const RunMeta& meta, const std::v
   if (!newest) return newest.status();
   const bool newer_stays = *newest > c.state.step && std::find(drop.begin(), drop.end(), *newest) == drop.end();
   if (!newer_stays) batch.Put("latest", std::to_string(c.state.step));
+  PARTRAIN_RETURN_IF_ERROR(room_for(root_ + "/state.db", fmt::format("cannot commit the checkpoint of step {}", c.state.step),
+                                    batch.GetDataSize()));
   rocksdb::WriteOptions wo;
   wo.sync = true;
   return from_rocks(db_->Write(wo, &batch), root_ + "/state.db: commit");

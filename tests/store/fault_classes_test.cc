@@ -297,4 +297,57 @@ TEST_F(FaultClasses, CkptListOfARunThatNeverCommittedSaysSo) {
   EXPECT_NE(out.find(dir_ + "/none/checkpoints: no committed checkpoint"), std::string::npos) << out;
 }
 
+// Item 19: a full disk inside the state store aborted the process (exit 134: RocksDB's info
+// LOG met the full disk and Debian's librocksdb asserted when the store closed, or an open
+// on a full disk did). On a tmpfs left with a shard's size plus 16 to 200 KiB, a run's
+// commit (or its shard) meets the full disk, and the next start its open: each is exit 1
+// with one line naming the disk, never an assertion; with room again the run completes.
+TEST_F(FaultClasses, FullDiskAtTheStateStoreIsOneLineNeverAnAbort) {
+  steps_ = 2;
+  every_ = 2;
+  std::string log;
+  // One checkpoint's size, measured on a roomy disk.
+  ASSERT_EQ(run(job("roomy"), "roomy", "", 0, {}, &log), 0) << log;
+  uintmax_t shard = 0;
+  for (const auto& e : fs::recursive_directory_iterator(dir_ + "/roomy/checkpoints/step-000000000002")) {
+    if (e.is_regular_file()) shard += e.file_size();
+  }
+  const std::string mnt = dir_ + "/small";
+  fs::create_directories(mnt);
+  if (::mount("tmpfs", mnt.c_str(), "tmpfs", 0, "size=12m") != 0) GTEST_SKIP() << "cannot mount a tmpfs (needs root)";
+  mounted_ = mnt;
+  const std::string j = job("full", "dir = \"" + mnt + "/ckpt\"\n");
+  for (const uintmax_t margin_kib : {16, 48, 56, 64, 200}) {
+    fs::remove_all(mnt + "/ckpt");
+    fs::remove_all(dir_ + "/full");
+    fs::remove(mnt + "/filler");
+    struct statvfs st {};
+    ASSERT_EQ(::statvfs(mnt.c_str(), &st), 0);
+    const uintmax_t free = static_cast<uintmax_t>(st.f_bavail) * st.f_frsize;
+    {
+      std::ofstream fill(mnt + "/filler", std::ios::binary);
+      const std::string zeros(free - shard - margin_kib * 1024, '\0');
+      fill.write(zeros.data(), static_cast<std::streamsize>(zeros.size()));
+    }
+    const int code = run(j, "full", "", 0, {}, &log);
+    EXPECT_EQ(code, 1) << margin_kib << " KiB: " << log;
+    EXPECT_EQ(log.find("Assertion"), std::string::npos) << margin_kib << " KiB: " << log;
+    EXPECT_NE(log.find("No space left on device"), std::string::npos) << margin_kib << " KiB: " << log;
+    // A refused commit leaves its shard (a save that never committed): the next start finds
+    // the disk as full, and its open is refused the same way.
+    if (log.find("/state.db: cannot commit the checkpoint of step 2: the disk holding the state store is full") ==
+        std::string::npos) {
+      EXPECT_LE(margin_kib, 16u) << log;  // the shard itself met the full disk
+      continue;
+    }
+    EXPECT_EQ(run(j, "full", "", 0, {}, &log), 1) << margin_kib << " KiB: " << log;
+    EXPECT_NE(log.find(mnt + "/ckpt/state.db: cannot open it: the disk holding the state store is full"),
+              std::string::npos) << margin_kib << " KiB: " << log;
+    std::printf("state store on a full disk (a shard + %ju KiB free): exit %d, then exit 1 at the next open\n",
+                margin_kib, code);
+  }
+  fs::remove(mnt + "/filler");
+  ASSERT_EQ(run(j, "full", "", 0, {}, &log), 0) << log;
+}
+
 }  // namespace
