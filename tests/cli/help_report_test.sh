@@ -3,11 +3,7 @@
 # different models (the same model on two runs is compared as before).
 #   help_report_test.sh PARTRAIN SOURCE_DIR SITE_CONFIG
 set -euo pipefail
-partrain=$1 src=$2
-export PARTRAIN_SITE_CONFIG=$3 OMP_NUM_THREADS=1
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+source "$(dirname "$0")/../shell_test_env.sh"
 
 "$partrain" help >"$work/o" || fail "partrain help exited $?"
 grep -q "generate" "$work/o" || fail "partrain help does not list generate"

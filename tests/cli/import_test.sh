@@ -5,11 +5,7 @@
 # it (the folder can then move).
 #   import_test.sh PARTRAIN SOURCE_DIR SITE_CONFIG
 set -euo pipefail
-partrain=$1 src=$2
-export PARTRAIN_SITE_CONFIG=$3 OMP_NUM_THREADS=1
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+source "$(dirname "$0")/../shell_test_env.sh"
 cd "$work"
 mkdir data
 cp "$src/etc/examples/data/licenses_train.bin" data/train.bin

@@ -3,11 +3,7 @@
 # one micro-batch per step suggests mb=K, and the same command with ,mb=K plans.
 #   plan_suggestion_test.sh PARTRAIN SOURCE_DIR SITE_CONFIG
 set -euo pipefail
-partrain=$1 src=$2
-export PARTRAIN_SITE_CONFIG=$3 OMP_NUM_THREADS=1
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+source "$(dirname "$0")/../shell_test_env.sh"
 sed -e 's/^global_batch = 16 /global_batch = 8 /' -e "s|\"data/|\"$src/etc/examples/data/|g" \
   "$src/etc/examples/tiny.toml" >"$work/one_micro.toml"
 grep -q '^global_batch = 8 ' "$work/one_micro.toml" || fail "could not set global_batch = 8"

@@ -7,11 +7,7 @@
 # affinity mask (taskset) say.
 #   usage_test.sh PARTRAIN SOURCE_DIR SITE_CONFIG
 set -euo pipefail
-partrain=$1 src=$2
-export PARTRAIN_SITE_CONFIG=$3 OMP_NUM_THREADS=1
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+source "$(dirname "$0")/../shell_test_env.sh"
 job=$src/etc/examples/tiny.toml
 
 # refused EXPECTED COMMAND...: exit 2 and one line on stderr containing EXPECTED.

@@ -4,11 +4,7 @@
 # step 3 and resumed from its checkpoint ends on exactly the losses of one straight run.
 #   mixture_run_test.sh PARTRAIN SOURCE_DIR SITE_CONFIG
 set -euo pipefail
-partrain=$1 src=$2
-export PARTRAIN_SITE_CONFIG=$3 OMP_NUM_THREADS=1
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+source "$(dirname "$0")/../../shell_test_env.sh"
 data=$src/etc/examples/data
 cat >"$work/mix.toml" <<TOML
 [job]
