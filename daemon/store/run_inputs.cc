@@ -58,7 +58,8 @@ std::string file_digest(const std::string& path) {
   std::error_code ec;
   const std::string abs = std::filesystem::absolute(path, ec).lexically_normal().string();
   const std::string name = ec ? path : abs;
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: open(2) of a FIFO would otherwise wait for a writer before the check below.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return fmt::format("{} (unreadable: {})", name, std::strerror(errno));
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {

@@ -203,7 +203,14 @@ TEST_F(Torture, NoCommittedStepLostNoVerifyingCheckpointDeleted) {
     // never delete an intact checkpoint.
     steps_ = newest_intact > 0 ? newest_intact : 1;
     std::string log2;
-    const int code2 = run(j, name, l.spec, l.nproc, {}, &log2);
+    int code2 = run(j, name, l.spec, l.nproc, {}, &log2);
+    // A checkpoint disk still full refuses to open the state store in one line, writing
+    // nothing; as that line says, space is freed and the same command runs again.
+    if (fault == "enospc" && code2 == 1 && log2.find("the disk holding the state store is full") != std::string::npos) {
+      ASSERT_EQ(::mount("tmpfs", mounted_.c_str(), "tmpfs", MS_REMOUNT, "size=64m"), 0);
+      log2.clear();
+      code2 = run(j, name, l.spec, l.nproc, {}, &log2);
+    }
     const int resumed = std::max(0, resumed_at(log2));
     bool trial_ok = code2 == 0;
     EXPECT_EQ(code2, 0) << name << ": " << log2;
