@@ -4,8 +4,10 @@
 // plugins and the store, where a host load of device memory is a SIGSEGV and a host pointer
 // handed to a device collective an error. Each layout, in fp32 storage, trains what one
 // emulated-GPU rank trains: 20 steps, 1e-5 relative (as on CPU ranks: the same kernels, the
-// same order of sums). What GPU ranks do not run yet is refused before any worker starts,
-// in one line (config/supported.h).
+// same order of sums), the single strategies and their compositions (tp2 x pp2 x dp2 x zero1,
+// ep2 x pp2, tp2 x ep2, cp2 x tp2). A tp2 x pp2 checkpoint moves between GPU and CPU ranks
+// and reshards onto one GPU rank. What GPU ranks do not run yet is refused before any
+// worker starts, in one line (config/supported.h).
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -82,8 +84,45 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"pp2_1f1b", "gpt2", "pp2,sched=1f1b", 2, 4, 4},
                       Case{"pp2_interleaved2", "gpt2", "pp2,sched=interleaved:2", 2, 4, 4},
                       Case{"pp2_zbh1", "gpt2", "pp2,sched=zbh1", 2, 4, 4}, Case{"cp2_ring", "gpt2", "cp2", 2},
-                      Case{"cp2_allgather", "gpt2", "cp2,cpimpl=allgather", 2}),
+                      Case{"cp2_allgather", "gpt2", "cp2,cpimpl=allgather", 2},
+                      // Compositions: every group kind at once on the one GPU.
+                      Case{"tp2_pp2_dp2_zero1", "gpt2", "tp2,pp2,dp2,zero1", 8, 2, 2},
+                      Case{"ep2_pp2", "moe", "ep2,pp2", 4, 2, 2}, Case{"tp2_ep2", "moe", "tp2,ep2", 4},
+                      Case{"cp2_tp2", "gpt2", "cp2,tp2", 4}),
     [](const ::testing::TestParamInfo<Case>& i) { return std::string(i.param.name); });
+
+// Checkpoints are kept by logical name, whatever the device: a tp2 x pp2 run on the emulated
+// GPU trains 4 steps; CPU ranks resume its checkpoint on tp2 x pp2 to step 8; the emulated GPU
+// resumes theirs on tp2 x pp2 to step 12; one emulated-GPU rank resumes that (reshard) to 16.
+// The whole trajectory equals one emulated-GPU rank's 16 uninterrupted steps within 1e-5
+// (the tolerance of the layout cases, since legs on other layouts may sum in other orders;
+// every leg on the 16-step schedule).
+TEST_F(EmulatedGpu, Tp2Pp2CheckpointsMoveBetweenGpuAndCpuRanks) {
+  constexpr int kTotal = 16;
+  const std::string j = job("gpt2", "fp32", "ck.toml", 2, 4);
+  schedule_over(j, kTotal);
+  const ReferenceRun one = reference_run(j, {"--device", "cuda", "--steps", std::to_string(kTotal)}, gpu_env());
+  struct Leg {
+    std::string spec, nproc, steps, says;
+    bool gpu;
+  };
+  for (const Leg& leg : {Leg{"tp2,pp2", "4", "4", "", true}, Leg{"tp2,pp2", "4", "8", "resuming at step 4", false},
+                         Leg{"tp2,pp2", "4", "12", "resuming at step 8", true},
+                         Leg{"dp1", "1", std::to_string(kTotal), "resuming at step 12", true}}) {
+    std::vector<std::string> argv = {PARTRAIN_CLI, "run", j, "--partrain=" + leg.spec, "--nproc", leg.nproc,
+                                     "--steps", leg.steps};
+    if (leg.gpu) argv.insert(argv.end(), {"--device", "cuda"});
+    const std::string label = leg.spec + (leg.gpu ? " on the emulated GPU" : " on CPU ranks") + " to " + leg.steps;
+    Proc p = start(argv, leg.gpu ? env_on_gpu("ck") : env("ck"), dir_, "ck" + leg.steps);
+    ASSERT_EQ(wait_exit(p.pid), 0) << label << ": " << slurp(p.err);
+    const std::string err = slurp(p.err);
+    EXPECT_NE(err.find(leg.says), std::string::npos) << label << ": " << err;
+    // The leg ran where it says: the GPU legs with device tensors, the CPU leg without.
+    EXPECT_EQ(err.find("emulated") != std::string::npos, leg.gpu) << label << ": " << err;
+  }
+  expect_same_losses(one.metrics, dir_ + "/ck/metrics.jsonl", kTotal,
+                     "tp2,pp2 GPU -> tp2,pp2 CPU -> tp2,pp2 GPU -> one GPU rank");
+}
 
 // bf16 storage (the GPU default) runs plain dp only in this version: every other strategy
 // is refused before any worker starts, exit 2, one line naming the fix.
