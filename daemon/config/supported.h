@@ -10,8 +10,12 @@
 //                                  tokens (cp x tp x MoE runs: the router gathers the logits
 //                                  over tp, then cp, and routes the micro-batch in order)
 //   [job] precision = "bf16" (the GPU default; a test mode on CPU ranks) with tp, ep, pp,
-//   cp or zeroN                    not run yet: the plugins' ABI moves fp32 buffers (set
-//                                  precision = "fp32")
+//   cp or zeroN                    not run yet: plugin ABI v2 moves fp32 buffers, typed
+//                                  buffers come with ABI v3 (set precision = "fp32")
+// On GPU ranks, a data, tensor or expert plugin without PARTRAIN_CAP_CUDA (it reads buffers
+// on the host) is refused by the worker that loads it, the one check that needs the plugin's
+// file (worker/transports.h check_plugin_memory). fp32 storage runs every other layout on GPU
+// ranks, compositions included.
 // A schedule that splits backward (ZB-H1) with recompute, MoE or tp is refused when the
 // schedule is built (worker/pipeline_plan.h), the only check that needs the plugin.
 #pragma once
