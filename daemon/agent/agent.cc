@@ -32,6 +32,7 @@
 #include "common/exit_codes.h"
 #include "common/log.h"
 #include "common/stop_signal.h"
+#include "common/version.h"
 #include "config/job_config.h"
 #include "config/site_config.h"
 #include "config/supported.h"
@@ -39,10 +40,6 @@
 #include "planner/run_accounting.h"
 #include "store/coordinator.h"
 #include "store/shard_file.h"
-
-#ifndef PARTRAIN_VERSION
-#define PARTRAIN_VERSION "unknown"
-#endif
 
 extern char** environ;
 
@@ -317,7 +314,7 @@ Result<std::unique_ptr<store::Coordinator>> open_state_store(const AgentOptions&
   if (std::getenv("SLURM_RESTART_COUNT") != nullptr) log::info("agent", "SLURM_RESTART_COUNT={}", r.attempt);
   store::CoordinatorOptions co = store::coordinator_options(
       job.model, job.training, job.data, store::checkpoint_root(job.checkpoint.dir, job.run_dir), job.checkpoint.keep,
-      PARTRAIN_VERSION);
+      partrain::version());
   co.allow_changed_inputs = o.resume_with_changes;
   Result<std::unique_ptr<store::Coordinator>> c = open_for_resume(co, job.checkpoint.resume, first_start_of_job());
   if (!c) (void)r.store->set("job/abort", c.status().message());  // the other nodes stop too

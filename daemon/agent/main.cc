@@ -13,10 +13,7 @@
 #include "common/cli_checks.h"
 #include "common/exit_codes.h"
 #include "common/trace.h"
-
-#ifndef PARTRAIN_VERSION
-#define PARTRAIN_VERSION "unknown"
-#endif
+#include "common/version.h"
 
 int main(int argc, char** argv) {
   partrain::agent::AgentOptions o;
@@ -25,7 +22,7 @@ int main(int argc, char** argv) {
   if (const char* t = std::getenv("PARTRAIN_RENDEZVOUS_TIMEOUT"); t != nullptr) rendezvous_s = std::atof(t);
   CLI::App app{"partraind: the per-node agent of a partrain job: rendezvous, one worker per "
                "local rank, supervision, heartbeats. See partraind(8)."};
-  app.set_version_flag("--version", std::string("partraind ") + PARTRAIN_VERSION);
+  app.set_version_flag("--version", std::string("partraind ") + partrain::version());
   app.add_option("job", o.job_path, "job file (TOML)")->required()->check(CLI::ExistingFile);
   app.add_flag("--standalone", o.standalone, "one local agent without Slurm (with --nproc)");
   app.add_option("--nproc", o.nproc, "standalone: number of local ranks")->check(partrain::cli_checks::kPositive);

@@ -37,6 +37,7 @@
 #include "common/log.h"
 #include "common/stop_signal.h"
 #include "common/trace.h"
+#include "common/version.h"
 #include "config/job_config.h"
 #include "config/site_config.h"
 #include "config/supported.h"
@@ -47,10 +48,6 @@
 #include "planner/run_accounting.h"
 #include "store/coordinator.h"
 #include "store/saver.h"
-
-#ifndef PARTRAIN_VERSION
-#define PARTRAIN_VERSION "unknown"
-#endif
 
 namespace partrain::cli {
 namespace {
@@ -209,7 +206,7 @@ int run_train(const RunArgs& given) {
   log_restart_count();
   store::CoordinatorOptions co = store::coordinator_options(
       job->model, o.train, job->data, store::checkpoint_root(job->checkpoint.dir, job->run_dir), job->checkpoint.keep,
-      PARTRAIN_VERSION);
+      partrain::version());
   co.allow_changed_inputs = a.resume_with_changes;
   Result<std::unique_ptr<store::Coordinator>> coord =
       agent::open_for_resume(co, job->checkpoint.resume, agent::first_start_of_job());

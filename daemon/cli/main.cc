@@ -14,15 +14,12 @@
 #include "cli/suggest.h"
 #include "common/cpu_budget.h"
 #include "common/exit_codes.h"
-
-#ifndef PARTRAIN_VERSION
-#define PARTRAIN_VERSION "unknown"
-#endif
+#include "common/version.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"partrain: tensor x pipeline x data parallel training of transformer language "
                "models, next to Slurm.\nSee partrain(1)."};
-  app.set_version_flag("--version", std::string("partrain ") + PARTRAIN_VERSION);
+  app.set_version_flag("--version", std::string("partrain ") + partrain::version());
   app.require_subcommand(1);
   app.fallthrough(false);
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # What a user sees at the command line (issue 31, items 11 and 16): a mistyped command or
-# option gets the nearest one; `partrain --help` does not call `run` one rank only; a
+# option gets the nearest one; `partrain --help` does not call `run` one rank only;
+# `partrain --version` is the project's version (top-level CMakeLists.txt); a
 # missing shard given to `data inspect` names no job-file key; `data encode --help` says
 # why --val-output goes with --bytes; the first asynchronous save reports no 0.0 MB/s;
 # `data encode` runs as many threads as OMP_NUM_THREADS, --threads, or the CPUs of its
@@ -30,6 +31,11 @@ refused "did you mean '--hardware'?" plan "$job" --hardwre H100-SXM
 "$partrain" --help >"$work/o"
 grep -E '^ *run ' "$work/o" | grep -q -- "--nproc" || fail "partrain --help: run: $(grep -E '^ *run ' "$work/o")"
 grep -E '^ *run ' "$work/o" | grep -q "one rank (" || fail "partrain --help: run: $(grep -E '^ *run ' "$work/o")"
+
+# --version: the project version, written once, in the top-level CMakeLists.txt.
+version=$(sed -n 's/^project(partrain VERSION \([0-9.]*\).*/\1/p' "$src/CMakeLists.txt")
+[ -n "$version" ] || fail "no 'project(partrain VERSION ...)' in $src/CMakeLists.txt"
+[ "$("$partrain" --version)" = "partrain $version" ] || fail "partrain --version: $("$partrain" --version), not $version"
 
 refused "cannot open token shard" data inspect "$work/missing.bin"
 grep -q "train_files\|val_files" "$work/e" && fail "data inspect names a job-file key: $(cat "$work/e")"
