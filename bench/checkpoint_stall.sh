@@ -2,7 +2,7 @@
 # The training stall a checkpoint costs, asynchronous saves next to synchronous ones
 # ([checkpoint] async = true / false), on one rank and on dp2, same model and steps.
 #
-#   bench/checkpoint_stall.sh [PARTRAIN_BINARY]    # default build/daemon/cli/partrain
+#   bench/checkpoint_stall.sh [PARTRAIN_BINARY]    # default build/bin/partrain
 #
 # Prints, per layout, the mean save_stall_ms of the periodic saves (metrics.jsonl; the
 # final save is waited for in both modes and left out), the checkpoint size and the write
@@ -11,14 +11,14 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/common.sh"
-partrain=${1:-$here/../build/daemon/cli/partrain}
+partrain=${1:-$here/../build/bin/partrain}
 layers=${BENCH_LAYERS:-4}
 hidden=${BENCH_HIDDEN:-512}
 work=$(mktemp -d /tmp/partrain_ckpt_bench_XXXXXX)
 trap 'rm -rf "$work"' EXIT
 bench_random_tokens /usr/bin/python3 "$work/tokens.bin"
 # The build tree's site config (its plugin_dir has the dp plugin), next to the binary.
-export OMP_NUM_THREADS=1 PARTRAIN_SITE_CONFIG=${PARTRAIN_SITE_CONFIG:-$(dirname "$partrain")/../../etc/partrain.toml}
+export OMP_NUM_THREADS=1 PARTRAIN_SITE_CONFIG=${PARTRAIN_SITE_CONFIG:-$(dirname "$partrain")/../etc/partrain.toml}
 
 # mean_stall RUN_DIR: mean save_stall_ms and save_mb_s over the saves before the last step.
 mean_stall() {

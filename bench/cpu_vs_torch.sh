@@ -13,7 +13,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/common.sh"
-bin=${1:-$here/../build/daemon/cli/partrain}
+bin=${1:-$here/../build/bin/partrain}
 threads=${2:-$(nproc)}
 python=${PARTRAIN_TORCH_PYTHON:-/usr/bin/python3}
 steps=${BENCH_STEPS:-10}

@@ -24,11 +24,11 @@ bundle=out/gpu-dp
 if [ "${1:-}" = "--prepare" ]; then
   build=${2:?usage: gpu-dp-check.sh --prepare BUILD_DIR}
   rm -rf "$bundle" && mkdir -p "$bundle"/{bin,lib,tests,plugins}
-  for f in daemon/cli/partrain bin/partraind bin/partrain-worker tests/comm/comm_nccl_test \
+  for f in bin/partrain bin/partraind bin/partrain-worker tests/comm/comm_nccl_test \
            tests/runtime/gpu_runtime_test lib/partrain/plugins/dp.so daemon/comm/libpartrain_comm_nccl.a; do
     [ -f "$build/$f" ] || { echo "gpu-dp-check --prepare: $build/$f is missing; configure with -DPARTRAIN_CUDA=ON and build the targets above"; exit 1; }
   done
-  objcopy --strip-debug "$build/daemon/cli/partrain" "$bundle/bin/partrain"
+  objcopy --strip-debug "$build/bin/partrain" "$bundle/bin/partrain"
   objcopy --strip-debug "$build/bin/partraind" "$bundle/bin/partraind"
   objcopy --strip-debug "$build/bin/partrain-worker" "$bundle/bin/partrain-worker"
   objcopy --strip-debug "$build/tests/comm/comm_nccl_test" "$bundle/tests/comm_nccl_test"
@@ -70,13 +70,12 @@ for lib in libcudart.so.13 libcublasLt.so.13 libnccl.so.2; do
 done
 libs="$root/lib$cuda_dirs"
 # partrain's processes get the carried libraries through wrappers; everything else does not.
-mkdir -p "$root/build/daemon/cli" "$root/build/bin" "$root/build/etc" "$root/build/lib/partrain/plugins" \
+mkdir -p "$root/build/bin" "$root/build/etc" "$root/build/lib/partrain/plugins" \
   "$root/build/daemon/comm"
 for f in partrain partraind partrain-worker; do
   printf '#!/bin/sh\nLD_LIBRARY_PATH=%s exec %s "$@"\n' "$libs" "$root/bin/$f" >"$root/build/bin/$f"
   chmod 755 "$root/build/bin/$f"
 done
-cp "$root/build/bin/partrain" "$root/build/daemon/cli/partrain"
 cp "$root/plugins/dp.so" "$root/build/lib/partrain/plugins/"
 chmod 755 "$root/build/lib/partrain/plugins" && chmod 644 "$root/build/lib/partrain/plugins/dp.so"
 # The bench's "built with NCCL" check: --prepare refused a build without it.

@@ -16,7 +16,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-partrain=${PARTRAIN:-build/daemon/cli/partrain}
+partrain=${PARTRAIN:-build/bin/partrain}
 licenses=/usr/share/common-licenses
 # name:bytes, in the order they are concatenated.
 texts=(

@@ -20,7 +20,7 @@ warmup=3
 refuse() { echo "dp_gpu_vs_ddp.sh: $*" >&2; exit 2; }
 
 # What the run needs, checked before anything starts.
-[ -x "$build/daemon/cli/partrain" ] && [ -x "$build/bin/partrain-worker" ] ||
+[ -x "$build/bin/partrain" ] && [ -x "$build/bin/partrain-worker" ] ||
   refuse "no partrain build in $build; build it first (cmake --build $build)"
 ls "$build"/daemon/comm/libpartrain_comm_nccl.* >/dev/null 2>&1 ||
   refuse "$build has no NCCL communicator: configure with -DPARTRAIN_CUDA=ON where the CUDA toolkit has NCCL"
@@ -60,7 +60,7 @@ for cfg in "d6-512 6 512 8 512 16" "d12-768 12 768 12 1024 8"; do
   read -r name layers hidden heads seq batch <<<"$cfg"
   bench_gpt2_job "$work/$name.toml" "bench-dpgpu-$name" "$work/run-$name" "$work/tokens.bin" \
     "$layers" "$hidden" "$heads" "$seq" $((steps + warmup)) $((batch * nproc)) "$batch"
-  "$build/daemon/cli/partrain" run "$work/$name.toml" --partrain="dp$nproc" --nproc "$nproc" --device cuda \
+  "$build/bin/partrain" run "$work/$name.toml" --partrain="dp$nproc" --nproc "$nproc" --device cuda \
       >/dev/null 2>"$work/$name.err" || { tail -5 "$work/$name.err"; exit 1; }
   read -r ours ours_share < <(bench_step_stats "$python" "$work/run-$name" $((batch * nproc * seq)) $warmup)
   read -r _ theirs _ theirs_share < <("$python" "$here/ddp_gpu_peer.py" --layers "$layers" --hidden "$hidden" \

@@ -30,7 +30,7 @@ for pp in 4 2; do
     name="pp$pp-${sched/:/}"
     bench_gpt2_job "$work/$name.toml" "bench-pp" "$work/run-$name" "$work/tokens.bin" \
       8 256 4 64 $((steps + warmup)) $m 1
-    simulated=$("$build/daemon/cli/partrain" schedule --pp "$pp" --mb $m --sched "$sched" \
+    simulated=$("$build/bin/partrain" schedule --pp "$pp" --mb $m --sched "$sched" \
       --site-config "$PARTRAIN_SITE_CONFIG" | sed -n 's/.*bubble fraction \([0-9.]*\).*/\1/p')
     "$build/bin/partraind" --standalone --nproc "$pp" --partrain "$layout" "$work/$name.toml" \
       >/dev/null 2>"$work/$name.err" || { cat "$work/$name.err" >&2; exit 1; }

@@ -3,14 +3,14 @@
 # (Rust core as WASM) and js-tiktoken under node, same corpus, same thread count, same run.
 #
 #   bench/tokenize/encode_vs_tiktoken.sh [PARTRAIN] [THREADS] [MEGABYTES]
-#     defaults: build/daemon/cli/partrain, 2, 20
+#     defaults: build/bin/partrain, 2, 20
 # The corpus is tests/tokenize/make_corpus.py's (licenses, C headers, many scripts,
 # whitespace runs); vocabularies come from the npm packages (tests/tokenize/reference.mjs).
 # partrain's time (its own report) includes reading and parsing the corpus and writing the
 # shard, not loading the vocabulary; the peers' excludes reading, parsing and loading. BENCH_REPEATS (default 3) alternating runs, best kept.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
-partrain=${1:-$root/build/daemon/cli/partrain}
+partrain=${1:-$root/build/bin/partrain}
 threads=${2:-2}
 mb=${3:-20}
 repeats=${BENCH_REPEATS:-3}

@@ -30,6 +30,7 @@
 #include "comm/rendezvous/secret.h"
 #include "comm/rendezvous/server.h"
 #include "common/exit_codes.h"
+#include "common/install_dir.h"
 #include "common/log.h"
 #include "common/stop_signal.h"
 #include "common/version.h"
@@ -40,6 +41,10 @@
 #include "planner/run_accounting.h"
 #include "store/coordinator.h"
 #include "store/shard_file.h"
+
+#ifndef PARTRAIN_INSTALL_WORKER
+#define PARTRAIN_INSTALL_WORKER "libexec/partrain/partrain-worker"
+#endif
 
 extern char** environ;
 
@@ -60,21 +65,17 @@ std::vector<std::pair<std::string, std::string>> environment() {
   return env;
 }
 
-// The worker binary: --worker, $PARTRAIN_WORKER, <bindir>/../libexec/partrain/partrain-worker,
-// partrain-worker next to this program, or the build tree's.
+// The worker binary: --worker, $PARTRAIN_WORKER, <prefix>/<libexecdir>/partrain/partrain-worker
+// (common/install_dir.h: relative to this program), else partrain-worker next to this program
+// (the build tree's bin/). Never a path compiled in.
 std::string find_worker(const std::string& given) {
   if (!given.empty()) return given;
   if (const char* e = std::getenv("PARTRAIN_WORKER"); e != nullptr && *e != '\0') return e;
   std::error_code ec;
+  const std::filesystem::path installed = installed_path(PARTRAIN_INSTALL_WORKER);
+  if (std::filesystem::exists(installed, ec)) return installed.string();
   const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
-  const std::filesystem::path dir = self.parent_path();
-  for (const auto& p : {dir / "../libexec/partrain/partrain-worker", dir / "partrain-worker"}) {
-    if (std::filesystem::exists(p, ec)) return p.lexically_normal().string();
-  }
-#ifdef PARTRAIN_BUILD_WORKER
-  if (std::filesystem::exists(PARTRAIN_BUILD_WORKER, ec)) return PARTRAIN_BUILD_WORKER;
-#endif
-  return (dir / "partrain-worker").string();
+  return (self.parent_path() / "partrain-worker").lexically_normal().string();
 }
 
 // The codes a phase's failure takes, whatever code the library it called chose: a

@@ -10,8 +10,10 @@
 
 #include <fmt/format.h>
 
+#include "common/install_dir.h"
+
 #ifndef PARTRAIN_CUDA_MODULE_INSTALLED
-#define PARTRAIN_CUDA_MODULE_INSTALLED "/usr/lib/partrain/libpartrain_cuda.so"
+#define PARTRAIN_CUDA_MODULE_INSTALLED "lib/partrain/libpartrain_cuda.so"
 #endif
 #ifndef PARTRAIN_CUDA_MODULE_BUILD_ID
 #define PARTRAIN_CUDA_MODULE_BUILD_ID "unknown"
@@ -53,11 +55,7 @@ Result<const CudaModule*> load() {
 
 std::string cuda_module_path() {
   if (const char* e = std::getenv("PARTRAIN_CUDA_MODULE"); e != nullptr && *e != '\0') return e;
-  if (exists(PARTRAIN_CUDA_MODULE_INSTALLED)) return PARTRAIN_CUDA_MODULE_INSTALLED;
-#ifdef PARTRAIN_CUDA_MODULE_BUILD_TREE
-  if (exists(PARTRAIN_CUDA_MODULE_BUILD_TREE)) return PARTRAIN_CUDA_MODULE_BUILD_TREE;
-#endif
-  return PARTRAIN_CUDA_MODULE_INSTALLED;
+  return installed_path(PARTRAIN_CUDA_MODULE_INSTALLED).string();
 }
 
 Result<const CudaModule*> cuda_module() {

@@ -52,12 +52,13 @@ inline constexpr const char* kEntrySymbol = "partrain_cuda_module_v1";
 using EntryFn = const CudaModule* (*)();
 
 // Loads the module once per process and checks its build id: $PARTRAIN_CUDA_MODULE, else
-// the installed <libdir>/partrain/libpartrain_cuda.so, else the build tree's. invalid,
+// <libdir>/partrain/libpartrain_cuda.so under this program's own prefix (common/install_dir.h;
+// the build tree mirrors that layout, so build/bin/partrain finds the build's). invalid,
 // saying what to install, when it is absent or a CUDA library it needs is missing (the
 // loader's own words follow).
 Result<const CudaModule*> cuda_module();
 
-// Where cuda_module() looks, in order.
+// Where cuda_module() looks: $PARTRAIN_CUDA_MODULE, else under this program's prefix.
 std::string cuda_module_path();
 
 }  // namespace partrain::gpu

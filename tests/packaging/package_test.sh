@@ -82,6 +82,15 @@ for f in $elves; do
   readelf -d "$f" | grep -E -i 'NEEDED.*(cuda|cublas|nccl)' && fail "$f needs a CUDA library"
 done
 [ -n "$(ls "$work"/out/partrain-dbgsym_*.ddeb 2>/dev/null)" ] || fail "no partrain-dbgsym package"
+# No installed binary or library carries a path of this build or source tree: an installed
+# program looks only where it was installed (relative to itself), never in a build tree.
+leaks=""
+for f in $elves; do
+  hits=$(strings -a "$f" | grep -F -e "$build" -e "$src" | sort -u | head -n 3 | tr '\n' ' ')
+  [ -n "$hits" ] && leaks="$leaks
+  ${f#"$root"}: $hits"
+done
+echo "installed ELF files checked for build-tree paths: $(wc -w <<<"$elves")"
 [ -n "$(find "$root" -path '*/slurm-wlm/spank_partrain.so')" ] || fail "no spank_partrain.so in the root"
 # The plugstack line names the plugin the package installed.
 line=$(grep '^optional ' "$root/etc/slurm/plugstack.conf.d/partrain.conf") || fail "no optional plugstack line"
@@ -91,11 +100,10 @@ echo "plugstack: $line (resolves in the package)"
 
 # Every CUDA library of this machine hidden: an empty folder over each folder holding one,
 # an empty file over each one elsewhere.
-# (The build tree's GPU module too: the binaries fall back to it when none is installed.)
 cuda_libs=$( (ldconfig -p | grep -E -o '/[^ ]*lib(cuda|cudart|cublas|cublasLt|nccl|nvrtc|cudnn)[^ /]*\.so[^ ]*' ;
              find / -xdev \( -path /proc -o -path "$work" \) -prune -o \
                \( -name 'libcuda.so*' -o -name 'libcudart.so*' -o -name 'libcublas*.so*' -o -name 'libnccl*.so*' \
-                  -o -name 'libnvrtc*.so*' -o -name 'libcudnn*.so*' -o -name 'libpartrain_cuda.so' \) -print \
+                  -o -name 'libnvrtc*.so*' -o -name 'libcudnn*.so*' \) -print \
              2>/dev/null) | sort -u)
 hide=$work/hide.sh
 {
@@ -148,6 +156,19 @@ rc=$?
 [ $rc = 2 ] && grep -q "install the partrain-cuda package" "$work/cuda.txt" ||
   fail "--device cuda without the GPU package: rc $rc: $(cat "$work/cuda.txt")"
 echo "clean root without CUDA: partrain --help, plan, a dp2 job (3 steps) and the cuda refusal: ok"
+# On this build host, with its CUDA libraries and the build tree's own GPU module in place,
+# the installed partrain without partrain-cuda still says what to install, naming the module
+# under its own prefix: it never falls back to the build tree (or to /usr of this host).
+build_module=$(find "$build" -maxdepth 4 -path "$build/lib/*" -name libpartrain_cuda.so -print -quit)
+"$bin/partrain" run "$examples/tiny.toml" --device cuda --steps 1 >"$work/cuda-host.txt" 2>&1
+rc=$?
+module=$(dirname "$(dirname "$(find "$root" -name dp.so | head -n 1)")")  # <libdir>/partrain
+[ $rc = 2 ] && grep -q "install the partrain-cuda package" "$work/cuda-host.txt" &&
+  grep -qF "($module/libpartrain_cuda.so is absent)" "$work/cuda-host.txt" ||
+  leaks="$leaks
+  on the build host (its GPU module: ${build_module:-none built}), --device cuda without partrain-cuda: rc $rc: $(head -c 600 "$work/cuda-host.txt")"
+[ -z "$leaks" ] || fail "the installed files fall back to this build tree ($build, source $src):$leaks"
+echo "installed files name no build-tree path; --device cuda on the build host (its GPU module: ${build_module:-none built}): exit 2, install partrain-cuda: ok"
 
 # ---- As an admin installs, removes and purges them with dpkg: into a root of their own, with
 # a copy of this host's package database (so Depends are checked for real) and maintainer

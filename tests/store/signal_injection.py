@@ -82,7 +82,7 @@ def write_job(src, work, name, watchdog):
 
 class Runner:
     def __init__(self, args, work):
-        self.cli = os.path.join(args.build, "daemon/cli/partrain")
+        self.cli = os.path.join(args.build, "bin/partrain")
         self.src = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         self.work = work
         self.site = os.path.join(work, "site.toml")

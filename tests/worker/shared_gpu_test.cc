@@ -29,8 +29,12 @@ using comm::ReduceOp;
 using engine::Tensor;
 
 bool have_device() {
-#ifdef PARTRAIN_GPU_EMU_MODULE
+#if defined(PARTRAIN_GPU_EMU_MODULE)
   ::setenv("PARTRAIN_CUDA_MODULE", PARTRAIN_GPU_EMU_MODULE, 1);
+#elif defined(PARTRAIN_CUDA_MODULE_FILE)
+  // The build's module: a test program is not in bin/, so the loader would look under its
+  // own folder (common/install_dir.h). A module named by the caller (gpu-check) wins.
+  ::setenv("PARTRAIN_CUDA_MODULE", PARTRAIN_CUDA_MODULE_FILE, 0);
 #endif
   Result<const gpu::CudaModule*> m = gpu::cuda_module();
   return m.is_ok() && (*m)->device_available();
