@@ -1,7 +1,7 @@
 // `partrain data`: make and look at token shards.
 //
 //   partrain data encode --tokenizer FILE TEXT|JSONL... -o SHARD [--threads N]
-//                        [--shard-tokens N] [--text-key KEY] [--uint32]
+//                        [--shard-tokens N] [--text-key KEY] [--max-line-bytes N] [--uint32]
 //   partrain data encode --bytes TEXT... -o SHARD [--val-output SHARD --val-fraction F]
 //   partrain data inspect SHARD... [--format auto|llmc|raw-u16|raw-u32]
 //
@@ -12,7 +12,11 @@
 // --val-output, the last F of every text goes to the validation shard, the rest to SHARD.
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
+#include <span>
 #include <cstdio>
 #include <fstream>
 #include <iterator>
@@ -43,6 +47,7 @@ struct EncodeArgs {
   int threads = 0;  // 0: thread_count() (OMP_NUM_THREADS, else the CPUs this process may use)
   uint64_t shard_tokens = 0;
   std::string text_key = "text";
+  uint64_t max_line_bytes = tokenize::EncodeOptions{}.max_line_bytes;
   std::vector<std::string> texts;
   std::string output;
   std::string val_output;
@@ -50,12 +55,6 @@ struct EncodeArgs {
   bool uint32 = false;
 };
 
-
-// A text to encode: a regular file (a FIFO or device is refused at once) of at most 1 GiB
-// (its tokens take four times that in memory); split a larger corpus into several files.
-Result<std::string> read_text(const std::string& path) {
-  return read_regular_file(path, "text file", size_t{1} << 30);
-}
 
 // One line, redrawn in place on a terminal: 45% 123.4 MiB / 270.0 MiB ...
 void draw_progress(const tokenize::EncodeProgress& p) {
@@ -84,6 +83,10 @@ int run_tokenizer_encode(const EncodeArgs& a) {
   o.inputs = a.texts;
   o.output = a.output;
   o.text_key = a.text_key;
+  if (a.max_line_bytes == 0)
+    return fail(Status::invalid("data encode: --max-line-bytes 0; give the longest .jsonl line "
+                                "to read, in bytes (default 33554432, 32 MiB)"));
+  o.max_line_bytes = static_cast<size_t>(a.max_line_bytes);
   o.shard_tokens = a.shard_tokens;
   o.threads = threads;
   o.token_bytes = a.uint32 ? 4 : 0;
@@ -119,28 +122,45 @@ int run_encode(const EncodeArgs& a) {
   if (!(a.val_fraction >= 0.0 && a.val_fraction < 1.0))
     return fail(Status::invalid(fmt::format(
         "data encode: --val-fraction {} must be in [0, 1)", a.val_fraction)));
-  std::vector<uint32_t> train, val;
-  for (const auto& path : a.texts) {
-    auto text = read_text(path);
-    if (!text) return fail(text.status());
-    // The tail of each text is held out, so every text is seen in both splits.
-    const size_t n = text->size();
-    const size_t held = a.val_output.empty()
-                            ? 0
-                            : static_cast<size_t>(std::floor(static_cast<double>(n) * a.val_fraction));
-    for (size_t i = 0; i < n; ++i)
-      (i < n - held ? train : val).push_back(static_cast<unsigned char>((*text)[i]));
-  }
+  // Streamed in 1 MiB blocks: memory does not grow with the texts.
   const int width = a.uint32 ? 4 : 2;
-  Status st = data::write_shard(a.output, train, width);
+  data::ShardWriter train, val;
+  Status st = train.open(a.output, width);
+  if (st.is_ok() && !a.val_output.empty()) st = val.open(a.val_output, width);
   if (!st) return fail(st);
-  std::printf("wrote %s: %zu tokens (llm.c, uint%d, byte-level vocab 256) from %zu texts\n",
-              a.output.c_str(), train.size(), width * 8, a.texts.size());
+  std::vector<char> block(size_t{1} << 20);
+  std::vector<uint32_t> tokens;
+  for (const auto& path : a.texts) {
+    // A FIFO or device is refused at once: its size is not known.
+    auto file = open_regular_file(path, "text file");
+    if (!file) return fail(file.status());
+    // The tail of each text is held out, so every text is seen in both splits.
+    const auto n = static_cast<uint64_t>(file->size());
+    const uint64_t held = a.val_output.empty()
+                              ? 0
+                              : static_cast<uint64_t>(std::floor(static_cast<double>(n) * a.val_fraction));
+    for (uint64_t done = 0; done < n;) {
+      const ssize_t got = ::read(file->fd(), block.data(), std::min<uint64_t>(block.size(), n - done));
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0)
+        return fail(Status::io_error(fmt::format("{}: read failed at byte {} of {}: {}", path, done, n,
+                                                 got == 0 ? "the file shrank" : std::strerror(errno))));
+      tokens.assign(reinterpret_cast<const unsigned char*>(block.data()),
+                    reinterpret_cast<const unsigned char*>(block.data()) + got);
+      const size_t to_train = static_cast<size_t>(std::min<uint64_t>(tokens.size(), n - held - std::min(done, n - held)));
+      st = train.add(std::span<const uint32_t>(tokens).first(to_train));
+      if (st.is_ok() && to_train < tokens.size()) st = val.add(std::span<const uint32_t>(tokens).subspan(to_train));
+      if (!st) return fail(st);
+      done += static_cast<uint64_t>(got);
+    }
+  }
+  if (st = train.finish(); !st) return fail(st);
+  std::printf("wrote %s: %llu tokens (llm.c, uint%d, byte-level vocab 256) from %zu texts\n",
+              a.output.c_str(), static_cast<unsigned long long>(train.tokens()), width * 8, a.texts.size());
   if (!a.val_output.empty()) {
-    st = data::write_shard(a.val_output, val, width);
-    if (!st) return fail(st);
-    std::printf("wrote %s: %zu tokens (the last %.0f%% of each text)\n", a.val_output.c_str(),
-                val.size(), a.val_fraction * 100.0);
+    if (st = val.finish(); !st) return fail(st);
+    std::printf("wrote %s: %llu tokens (the last %.0f%% of each text)\n", a.val_output.c_str(),
+                static_cast<unsigned long long>(val.tokens()), a.val_fraction * 100.0);
   }
   return kExitOk;
 }
@@ -179,6 +199,9 @@ void register_data(CLI::App& app, CommandResult* result) {
                      "Tokens per shard: OUT_000000.bin, OUT_000001.bin, ... (default: one shard)");
   encode->add_option("--text-key", encode_args->text_key,
                      "The string field of each .jsonl line (default \"text\")");
+  encode->add_option("--max-line-bytes", encode_args->max_line_bytes,
+                     "The longest .jsonl line read; a longer one is refused, naming its file and line "
+                     "(default 33554432, 32 MiB; memory grows by about 4 bytes per byte of it)");
   encode->add_option("texts", encode_args->texts,
                      "Text files (one document each) and .jsonl files (one per line), in order")
       ->required()

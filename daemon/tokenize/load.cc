@@ -49,31 +49,54 @@ class ByteTokenizer final : public Tokenizer {
 
 std::unique_ptr<Tokenizer> make_byte_tokenizer() { return std::make_unique<ByteTokenizer>(); }
 
+namespace {
+
+// The length of the valid UTF-8 sequence at s[i]; 0 when it is not one, with *bad the bytes
+// of its maximal invalid prefix (at least 1).
+size_t utf8_sequence_at(std::string_view s, size_t i, size_t* bad) {
+  const auto c = static_cast<unsigned char>(s[i]);
+  size_t len = 0;
+  uint32_t cp = 0, min = 0;
+  if (c < 0x80) return 1;
+  if ((c & 0xE0) == 0xC0) len = 2, cp = c & 0x1F, min = 0x80;
+  else if ((c & 0xF0) == 0xE0) len = 3, cp = c & 0x0F, min = 0x800;
+  else if ((c & 0xF8) == 0xF0) len = 4, cp = c & 0x07, min = 0x10000;
+  size_t n = 1;  // bytes consumed by this (maybe bad) sequence
+  bool ok = len > 0;
+  for (; ok && n < len; ++n) {
+    if (i + n >= s.size() || (static_cast<unsigned char>(s[i + n]) & 0xC0) != 0x80) { ok = false; break; }
+    cp = (cp << 6) | (static_cast<unsigned char>(s[i + n]) & 0x3F);
+  }
+  if (ok && (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))) ok = false;
+  if (ok) return len;
+  *bad = std::max<size_t>(n, 1);
+  return 0;
+}
+
+}  // namespace
+
+size_t first_invalid_utf8(std::string_view s) {
+  size_t bad = 0;
+  for (size_t i = 0; i < s.size();) {
+    const size_t len = utf8_sequence_at(s, i, &bad);
+    if (len == 0) return i;
+    i += len;
+  }
+  return std::string_view::npos;
+}
+
 size_t to_valid_utf8(std::string* text) {
   const std::string& s = *text;
   // Fast path: most text is valid; only rebuild when a bad sequence is found.
   std::string out;
-  size_t replaced = 0, copied = 0, i = 0;
+  size_t replaced = 0, copied = 0, i = 0, bad = 0;
   while (i < s.size()) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    size_t len = 0;
-    uint32_t cp = 0, min = 0;
-    if (c < 0x80) { ++i; continue; }
-    if ((c & 0xE0) == 0xC0) len = 2, cp = c & 0x1F, min = 0x80;
-    else if ((c & 0xF0) == 0xE0) len = 3, cp = c & 0x0F, min = 0x800;
-    else if ((c & 0xF8) == 0xF0) len = 4, cp = c & 0x07, min = 0x10000;
-    size_t n = 1;  // bytes consumed by this (maybe bad) sequence
-    bool ok = len > 0;
-    for (; ok && n < len; ++n) {
-      if (i + n >= s.size() || (static_cast<unsigned char>(s[i + n]) & 0xC0) != 0x80) { ok = false; break; }
-      cp = (cp << 6) | (static_cast<unsigned char>(s[i + n]) & 0x3F);
-    }
-    if (ok && (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))) ok = false;
-    if (ok) { i += len; continue; }
+    const size_t len = utf8_sequence_at(s, i, &bad);
+    if (len > 0) { i += len; continue; }
     // The maximal invalid prefix (at least one byte) becomes one U+FFFD, as WHATWG decoders do.
     out.append(s, copied, i - copied);
     out += "\xEF\xBF\xBD";
-    i += std::max<size_t>(n, 1);
+    i += bad;
     copied = i;
     ++replaced;
   }

@@ -59,5 +59,8 @@ std::unique_ptr<Tokenizer> make_byte_tokenizer();
 // Replaces every invalid UTF-8 sequence in `text` with U+FFFD (as Python's
 // errors="replace" and a JavaScript TextDecoder do), in place. Returns how many it replaced.
 size_t to_valid_utf8(std::string* text);
+// The offset of the first byte of `text` that does not start a valid UTF-8 sequence, or
+// npos when all of it is valid UTF-8.
+size_t first_invalid_utf8(std::string_view text);
 
 }  // namespace partrain::tokenize

@@ -246,5 +246,55 @@ TEST_F(TempDir, JsonlWithoutTheTextFieldIsRefused) {
                                         "(name another with --text-key)");
 }
 
+// A document with no cut point ("x\nA") is cut by force near chunk_bytes (just before a
+// ' ', as stated in encode_corpus.h), never past max_chunk_bytes: the pieces decode back to
+// the document, and every piece's ids are those of that piece encoded alone.
+TEST_F(TempDir, ADocumentWithNoCutPointIsCutByForceAtASpace) {
+  auto tok = load_tokenizer(write("tokenizer.json", tiny_tokenizer_json()));
+  ASSERT_TRUE(tok.is_ok());
+  std::string text;
+  for (int i = 0; i < 300; ++i) text += "the word" + std::to_string(i) + " ";
+  EncodeOptions o;
+  o.inputs = {write("one_line.txt", text)};
+  o.output = (dir_ / "out.bin").string();
+  o.chunk_bytes = 100;
+  o.max_chunk_bytes = 160;
+  auto s = encode_corpus(**tok, o, {});
+  ASSERT_TRUE(s.is_ok()) << s.status().message();
+  const std::string bytes = read(o.output);
+  std::vector<uint32_t> got;
+  for (size_t i = 1024; i < bytes.size(); i += 2)
+    got.push_back(static_cast<uint8_t>(bytes[i]) | (static_cast<uint8_t>(bytes[i + 1]) << 8));
+  ASSERT_FALSE(got.empty());
+  EXPECT_EQ(got[0], 259u);
+  EXPECT_EQ((*tok)->decode(std::span<const uint32_t>(got).subspan(1)), text);
+  // The reference: the text cut just before the first ' ' more than 100 bytes past each cut,
+  // until the rest fits one piece (160 bytes).
+  std::vector<uint32_t> expect{259};
+  for (size_t at = 0; at < text.size();) {
+    size_t end = text.size() - at <= 160 ? text.size() : text.find(' ', at + 101);
+    if (end == std::string::npos) end = text.size();
+    ASSERT_LE(end - at, 160u);
+    (*tok)->encode(std::string_view(text).substr(at, end - at), &expect);
+    at = end;
+  }
+  EXPECT_EQ(got, expect);
+}
+
+// Invalid UTF-8 in a .jsonl line is named as such, with the file, line and byte.
+TEST_F(TempDir, JsonlThatIsNotUtf8IsNamedAsSuch) {
+  auto tok = load_tokenizer(write("tokenizer.json", tiny_tokenizer_json()));
+  ASSERT_TRUE(tok.is_ok());
+  EncodeOptions o;
+  const auto bad = write("latin1.jsonl", "{\"text\": \"ok\"}\n{\"text\": \"caf\xE9\"}\n");
+  o.inputs = {bad};
+  o.output = (dir_ / "out.bin").string();
+  auto s = encode_corpus(**tok, o, {});
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_EQ(s.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.status().message(), bad + ":2: byte 14 of the line is not UTF-8 (JSON text must be "
+                                        "UTF-8); convert the file, e.g. iconv -f latin1 -t utf-8");
+}
+
 }  // namespace
 }  // namespace partrain::tokenize

@@ -11,10 +11,12 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "common/status.h"
+#include "engine/io/atomic_file.h"
 #include "engine/options.h"
 
 namespace partrain::engine::data {
@@ -88,6 +90,27 @@ Result<ShardInfo> inspect_shard(const std::string& path, const std::string& form
 // (uint32) when 4, or headerless when `raw` is set. Atomic (temp file + rename).
 Status write_shard(const std::string& path, const std::vector<uint32_t>& tokens, int token_bytes,
                    bool raw = false);
+
+// The same, streamed: tokens are added as they come, in memory only kBufferTokens of them,
+// and the header's count is written by finish(). Nothing appears at `path` before finish().
+class ShardWriter {
+ public:
+  static constexpr size_t kBufferTokens = size_t{1} << 18;
+  Status open(const std::string& path, int token_bytes, bool raw = false);
+  // Refuses a token wider than the shard's width and a count past an llm.c header's int32.
+  Status add(std::span<const uint32_t> tokens);
+  Status finish();
+  uint64_t tokens() const { return count_; }
+
+ private:
+  Status flush();
+  io::AtomicFileWriter file_;
+  std::string path_;
+  int token_bytes_ = 2;
+  bool raw_ = false;
+  uint64_t count_ = 0;
+  std::vector<uint8_t> buf_;
+};
 
 // Fills `count` samples starting at global sample index `first`: inputs/targets [count, T].
 // T is the seq_len the dataset was opened with. Sample first + k is window

@@ -259,35 +259,59 @@ Result<ShardInfo> inspect_shard(const std::string& path, const std::string& form
 
 Status write_shard(const std::string& path, const std::vector<uint32_t>& tokens, int token_bytes,
                    bool raw) {
+  ShardWriter w;
+  PARTRAIN_RETURN_IF_ERROR(w.open(path, token_bytes, raw));
+  PARTRAIN_RETURN_IF_ERROR(w.add(tokens));
+  return w.finish();
+}
+
+Status ShardWriter::open(const std::string& path, int token_bytes, bool raw) {
   if (token_bytes != 2 && token_bytes != 4)
     return Status::invalid(fmt::format("{}: token width {} bytes; use 2 (uint16) or 4 (uint32)",
                                        path, token_bytes));
-  if (!raw && tokens.size() > static_cast<uint64_t>(INT32_MAX))
+  path_ = path;
+  token_bytes_ = token_bytes;
+  raw_ = raw;
+  count_ = 0;
+  buf_.clear();
+  // Temp file, fsync, rename: a reader never sees half a shard.
+  PARTRAIN_RETURN_IF_ERROR(file_.open(path));
+  if (raw) return Status::ok();
+  const std::vector<uint8_t> header(kLlmcHeaderBytes, 0);  // the real one comes at finish()
+  return file_.append(header.data(), header.size());
+}
+
+Status ShardWriter::add(std::span<const uint32_t> tokens) {
+  if (!raw_ && count_ + tokens.size() > static_cast<uint64_t>(INT32_MAX))
     return Status::invalid(fmt::format(
         "{}: {} tokens do not fit one llm.c shard (at most {}); split the text into several "
         "shards",
-        path, tokens.size(), INT32_MAX));
-  std::vector<uint8_t> bytes;
-  bytes.reserve((raw ? 0 : kLlmcHeaderBytes) + tokens.size() * token_bytes);
-  if (!raw) {
-    int32_t header[256] = {};
-    header[0] = kLlmcMagic;
-    header[1] = token_bytes == 2 ? 1 : 2;
-    header[2] = static_cast<int32_t>(tokens.size());
-    const auto* h = reinterpret_cast<const uint8_t*>(header);
-    bytes.insert(bytes.end(), h, h + kLlmcHeaderBytes);
-  }
+        path_, count_ + tokens.size(), INT32_MAX));
   for (size_t i = 0; i < tokens.size(); ++i) {
     const uint32_t t = tokens[i];
-    if (token_bytes == 2 && t > UINT16_MAX)
+    if (token_bytes_ == 2 && t > UINT16_MAX)
       return Status::invalid(fmt::format(
-          "{}: token {} at offset {} does not fit uint16; write a uint32 shard", path, t, i));
-    for (int b = 0; b < token_bytes; ++b) bytes.push_back(static_cast<uint8_t>(t >> (8 * b)));
+          "{}: token {} at offset {} does not fit uint16; write a uint32 shard", path_, t, count_ + i));
+    for (int b = 0; b < token_bytes_; ++b) buf_.push_back(static_cast<uint8_t>(t >> (8 * b)));
+    if (buf_.size() >= kBufferTokens * static_cast<size_t>(token_bytes_)) PARTRAIN_RETURN_IF_ERROR(flush());
   }
+  count_ += tokens.size();
+  return Status::ok();
+}
 
-  // Temp file, fsync, rename: a reader never sees half a shard.
-  const io::ByteSpan part{bytes.data(), bytes.size()};
-  return io::write_file_atomic(path, &part, 1);
+Status ShardWriter::flush() {
+  Status st = file_.append(buf_.data(), buf_.size());
+  buf_.clear();
+  return st;
+}
+
+Status ShardWriter::finish() {
+  PARTRAIN_RETURN_IF_ERROR(flush());
+  if (!raw_) {
+    int32_t header[3] = {kLlmcMagic, token_bytes_ == 2 ? 1 : 2, static_cast<int32_t>(count_)};
+    PARTRAIN_RETURN_IF_ERROR(file_.write_at(0, header, sizeof header));
+  }
+  return file_.commit();
 }
 
 }  // namespace partrain::engine::data
