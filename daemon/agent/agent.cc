@@ -126,6 +126,7 @@ Status check_layout(const config::JobConfig& job, int world) {
   if (Result<int> ga = config::grad_accum_steps(job, layout->dp()); !ga) return config_error(ga.status());
   if (Status s = config::validate_layout(job, world); !s) return config_error(s);
   if (Status s = config::check_supported(job, *layout); !s) return config_error(s);
+  if (Status s = config::check_paths(job); !s) return config_error(s);
   return Status::ok();
 }
 
@@ -454,17 +455,22 @@ Result<GroupEnd> run(const AgentOptions& o) {
 
 int run_agent(const AgentOptions& options) {
   int code = kExitFailure;
+  bool graceful = false;  // a stop the ranks agreed on (SIGTERM, scontrol requeue): no failure
   try {
     // The one place a failure becomes an exit code, with its one line.
     const Result<GroupEnd> end = run(options);
     if (!end) log::error("agent", "{}", end.status().message());
     code = !end ? exit_code_for(end.status()) : *end == GroupEnd::kFinished ? kExitOk : kExitRetryable;
+    graceful = end && *end == GroupEnd::kStopped;
   } catch (const std::exception& e) {
     log::error("agent", "internal error: {}", e.what());
   }
   // The code Slurm's RequeueExit= sees, said once with what it means (partraind(8)).
   if (code == kExitOk) {
     log::info("agent", "exit 0: done");
+  } else if (code == kExitRetryable && graceful) {
+    log::info("agent", "exit {}: stopped at a step boundary as asked; a --requeue job is requeued "
+              "(RequeueExit=75)", code);
   } else if (code == kExitRetryable) {
     log::warn("agent", "exit {}: retryable; a --requeue job is requeued (RequeueExit=75)", code);
   } else if (code == kExitUsage) {

@@ -11,6 +11,8 @@
 // writes it. The same SOURCE, prompt and options give the same text on any run
 // (engine/model/sampling.h: counter-based draws keyed by --seed).
 #include <chrono>
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -34,9 +36,11 @@
 namespace partrain::cli {
 namespace {
 
+constexpr int64_t kNoStep = INT64_MIN;
+
 struct GenerateArgs {
   std::string source, job, prompt, tokenizer;
-  int64_t step = -1;
+  int64_t step = kNoStep;  // --step; kNoStep: the newest checkpoint
   int max_tokens = 64;
   int threads = 0;  // --threads; 0: thread_count()'s default
   engine::model::SamplingOptions sampling;
@@ -56,8 +60,16 @@ int run_generate(const GenerateArgs& a) {
       !(a.sampling.top_p > 0 && a.sampling.top_p <= 1))
     return fail(Status::invalid("generate: --max-tokens, --temperature and --top-k must be >= 0 "
                                 "and --top-p in (0, 1]"));
+  if (!std::isfinite(a.sampling.temperature))
+    return fail(Status::invalid(fmt::format("generate: --temperature {} is not a number; give a finite "
+                                            "T >= 0 (0 = greedy, 1 = the model's own distribution)",
+                                            a.sampling.temperature)));
+  if (a.step != kNoStep && a.step < 0)
+    return fail(Status::invalid(fmt::format("generate: --step {}: checkpoint steps are >= 0; leave "
+                                            "--step out for the newest (`partrain ckpt list` shows them)",
+                                            a.step)));
   omp_set_num_threads(thread_count(a.threads));
-  auto src = open_model_source(a.source, a.job, a.step);
+  auto src = open_model_source(a.source, a.job, a.step == kNoStep ? -1 : a.step);
   if (!src) return fail(src.status());
   auto tok = pick_tokenizer(a, *src);
   if (!tok) return fail(tok.status());

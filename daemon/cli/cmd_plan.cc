@@ -4,15 +4,18 @@
 //
 //   partrain plan JOB.toml --partrain=SPEC --nodes N --gpus-per-node G --hardware PROFILE
 //                 [--json] [--search [--top K]] [--explain] [--auto] [--hardware-dir DIR]
+//                 [--threads N]
 #include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#include <omp.h>
 
 #include "cli/commands.h"
 #include "common/cli_checks.h"
+#include "common/cpu_budget.h"
 #include "common/exit_codes.h"
 #include "cli/fail.h"
 #include "config/job_config.h"
@@ -31,6 +34,7 @@ struct PlanArgs {
   int nodes = 1, gpus_per_node = 0;
   bool json = false, search = false, explain = false, automatic = false;
   int top = 5;
+  int threads = 0;  // --threads; 0: thread_count()'s default
 };
 
 const char* recompute_name(engine::Recompute r) {
@@ -290,6 +294,7 @@ int print_explain(const planner::SearchResult& found, const config::JobConfig& j
 }
 
 int run_plan(const PlanArgs& a) {
+  omp_set_num_threads(thread_count(a.threads));
   Result<planner::HardwareProfile> hw = planner::load_hardware(a.hardware, a.hardware_dir);
   if (!hw) return fail(hw.status());
   Result<config::SiteConfig> site = config::load_site_config("");
@@ -387,6 +392,10 @@ void register_plan(CLI::App& app, CommandResult* result) {
   cmd->add_flag("--auto", args->automatic,
                 "choose the layout --partrain=auto would (the fastest that fits and runs, over the "
                 "spec's axes, the job's recompute and micro_batch kept) and print it with the runner-up");
+  cmd->add_option("--threads", args->threads,
+                  "CPU threads (default: OMP_NUM_THREADS, else the CPUs this process may use: its affinity "
+                  "mask within its cgroup's CPU quota)")
+      ->check(cli_checks::kPositive);
   cmd->add_option("--top", args->top, "layouts shown by --search and --explain (default: 5)")
       ->check(cli_checks::kPositive);
   cmd->callback([args, result] { result->exit_code = run_plan(*args); });

@@ -118,6 +118,7 @@ int run_local_agent(const RunArgs& a) {
     Result<Layout> layout = Layout::create(a.nproc, job->parallelism);
     if (!layout) return fail(layout.status());
     if (Status s = config::check_supported(*job, *layout); !s) return fail(s);
+    if (Status s = config::check_paths(*job); !s) return fail(s);
     // One GPU per worker, checked as the agent will check it, in one line.
     if (job->device == "cuda") {
       const agent::NodeGpus gpus = agent::node_gpus(std::getenv("CUDA_VISIBLE_DEVICES"));
@@ -182,6 +183,7 @@ int run_train(const RunArgs& given) {
     if (Status s = config::apply_command_line(ov, &*job); !s) return fail(s);
   }
   if (Status s = check_single_rank(*job, a.spec); !s) return fail(s);
+  if (Status s = config::check_paths(*job); !s) return fail(s);
   engine::train::RunOptions o;
   o.model = job->model;
   o.train = job->training;

@@ -1,6 +1,10 @@
 // See supported.h.
 #include "config/supported.h"
 
+#include <climits>
+#include <filesystem>
+#include <utility>
+
 #include <fmt/format.h>
 
 namespace partrain::config {
@@ -42,6 +46,28 @@ Status check_supported(const JobConfig& job, const Layout& layout) {
         "{}: [job] precision = \"bf16\" (the default on GPUs) runs plain data parallelism only in this "
         "version (tp, ep, pp, cp and zeroN move fp32 buffers); set [job] precision = \"fp32\" in the job "
         "file, or drop them", what));
+  }
+  return Status::ok();
+}
+
+Status check_paths(const JobConfig& job) {
+  const std::string checkpoints = job.checkpoint.dir.empty() ? job.run_dir + "/checkpoints" : job.checkpoint.dir;
+  const std::pair<std::string, const char*> folders[] = {
+      {job.run_dir, "run folder ([job] run_dir, PARTRAIN_RUN_DIR)"},
+      {checkpoints, "checkpoint folder ([checkpoint] dir)"}};
+  for (const auto& [folder, what] : folders) {
+    std::error_code ec;
+    const std::string abs = std::filesystem::absolute(folder, ec).lexically_normal().string();
+    if (abs.size() + kDerivedPathReserve >= PATH_MAX)
+      return Status::invalid(fmt::format(
+          "{}: the {} is {} bytes long; the files written under it need up to {} more, over "
+          "PATH_MAX ({}); choose a folder with a shorter path",
+          abs, what, abs.size(), kDerivedPathReserve, PATH_MAX));
+    for (const auto& part : std::filesystem::path(abs))
+      if (part.native().size() > NAME_MAX)
+        return Status::invalid(fmt::format("{}: a folder name in the {} is {} bytes, over NAME_MAX "
+                                           "({}); shorten it",
+                                           abs, what, part.native().size(), NAME_MAX));
   }
   return Status::ok();
 }

@@ -28,4 +28,13 @@ namespace partrain::config {
 
 Status check_supported(const JobConfig& job, const Layout& layout);
 
+// The files partrain names under the run folder and the checkpoint folder (a rank's shard
+// "step-000000000012/rank-00003.bin.tmp.PID", RocksDB's files in state.db/, TensorBoard's
+// events.out.tfevents.TIME.HOST.PID, ...) take up to kDerivedPathReserve bytes more than
+// the folder's absolute path: a folder whose path leaves less than that below PATH_MAX, or
+// with a component longer than NAME_MAX, is refused here, before step 1, naming the folder
+// and the limit (it used to train until the first save failed).
+inline constexpr size_t kDerivedPathReserve = 160;
+Status check_paths(const JobConfig& job);
+
 }  // namespace partrain::config

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# What a user sees at the command line (issue 31, items 11 and 16): a mistyped command or
+# What a user sees at the command line (issue 31, items 11, 16 and 26): a mistyped command or
 # option gets the nearest one; `partrain --help` does not call `run` one rank only;
 # `partrain --version` is the project's version (top-level CMakeLists.txt); a
 # missing shard given to `data inspect` names no job-file key; `data encode --help` says
 # why --val-output goes with --bytes; the first asynchronous save reports no 0.0 MB/s;
 # `data encode` runs as many threads as OMP_NUM_THREADS, --threads, or the CPUs of its
-# affinity mask (taskset) say.
+# affinity mask (taskset) say; plan takes --threads; a graceful stop's exit line is INFO;
+# generate refuses a temperature that is not a number and a negative --step; a run folder
+# too long for the files under it is refused before step 1.
 #   usage_test.sh PARTRAIN SOURCE_DIR SITE_CONFIG
 set -euo pipefail
 source "$(dirname "$0")/../shell_test_env.sh"
@@ -27,6 +29,51 @@ refused "did you mean '--steps'?" run "$job" --stpes 3
 refused "did you mean '--steps'?" run "$job" --stpes=3
 refused "did you mean 'encode'?" data encdoe --bytes "$job" -o "$work/x.bin"
 refused "did you mean '--hardware'?" plan "$job" --hardwre H100-SXM
+
+# Item 16: plan takes --threads as the other standalone commands do.
+refused "--threads" plan "$job" --hardware H100-SXM --gpus-per-node 2 --threads 0
+"$partrain" plan "$job" --hardware H100-SXM --gpus-per-node 2 --threads 1 >"$work/o" || fail "plan --threads 1: $(cat "$work/o")"
+"$partrain" plan --help | grep -q -- "--threads" || fail "plan --help has no --threads"
+
+# Item 26: a run folder whose path leaves no room below PATH_MAX for the files written under
+# it trained until its first save failed; it is refused before step 1.
+# 4048 bytes: the old binary trained 3 steps, then could not create step 4's shard.
+long=$work
+while [ ${#long} -lt 3848 ]; do long=$long/$(printf 'd%.0s' $(seq 200)); done
+long=$long/$(printf 'e%.0s' $(seq $((4047 - ${#long}))))
+set +e
+PARTRAIN_RUN_DIR=$long "$partrain" run "$job" --steps 4 >"$work/o" 2>"$work/e"; rc=$?
+set -e
+[ "$rc" = 2 ] || fail "a ${#long}-byte run folder: exit $rc: $(tail -2 "$work/e")"
+[ "$(wc -l <"$work/e")" = 1 ] || fail "a long run folder: not one line: $(cat "$work/e")"
+grep -q "the run folder (\[job\] run_dir, PARTRAIN_RUN_DIR) is ${#long} bytes long; .* over PATH_MAX (4096)" \
+  "$work/e" || fail "a long run folder: $(cut -c 3990- "$work/e")"
+grep -q "^step" "$work/o" && fail "a long run folder trained: $(cat "$work/o")"
+
+# Item 11: a stop the ranks agreed on (SIGTERM, as scontrol requeue sends) is no failure:
+# the agent's exit line is at INFO, never the WARN of a retryable failure.
+PARTRAIN_RUN_DIR=$work/stop OMP_NUM_THREADS=1 "$partrain" run "$job" --nproc 2 --steps 100000 \
+  >"$work/stop.out" 2>"$work/stop.err" &
+pid=$!
+for _ in $(seq 600); do
+  [ "$(wc -l <"$work/stop/metrics.jsonl" 2>/dev/null || echo 0)" -ge 3 ] && break
+  sleep 0.1
+done
+kill -TERM "$pid"
+set +e
+wait "$pid"; rc=$?
+set -e
+[ "$rc" = 75 ] || fail "a SIGTERM'd run: exit $rc: $(tail -3 "$work/stop.err")"
+grep -E ' INFO +agent .*exit 75: stopped at a step boundary as asked' "$work/stop.err" >/dev/null ||
+  fail "no INFO exit line: $(grep 'exit 75' "$work/stop.err")"
+grep -q "exit 75: retryable" "$work/stop.err" && fail "a graceful stop said retryable: $(grep 'exit 75' "$work/stop.err")"
+
+# Item 26: a temperature that is not a number, and a negative --step, were accepted (the
+# stopped run's checkpoint is the model: the old binary generated from it).
+"$partrain" generate "$work/stop" --job "$job" --prompt hi --max-tokens 2 >"$work/o" || fail "generate"
+refused "--temperature nan is not a number" generate "$work/stop" --job "$job" --prompt hi --temperature nan
+refused "--temperature inf is not a number" generate "$work/stop" --job "$job" --prompt hi --temperature inf
+refused "--step -3: checkpoint steps are >= 0" generate "$work/stop" --job "$job" --prompt hi --step -3
 
 "$partrain" --help >"$work/o"
 grep -E '^ *run ' "$work/o" | grep -q -- "--nproc" || fail "partrain --help: run: $(grep -E '^ *run ' "$work/o")"

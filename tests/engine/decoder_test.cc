@@ -165,5 +165,26 @@ TEST(HfConfig, RepeatedKeyTakesTheLastValueAsPythonDoes) {
   EXPECT_EQ(o->heads, 4);
 }
 
+// Issue 31, item 26: a negative layer_norm_epsilon was imported into a job file that `run`
+// then refused ([model] norm_eps must be > 0). Import refuses it, in one line naming the key.
+TEST(HfConfig, ANormEpsilonThatIsNotPositiveIsRefusedAtImport) {
+  for (const char* eps : {"-1e-05", "0"}) {
+    const std::string text = std::string(R"({"model_type": "gpt2", "vocab_size": 256, "n_positions": 64, )") +
+                             R"("n_layer": 2, "n_embd": 128, "n_head": 2, "layer_norm_epsilon": )" + eps + "}";
+    Result<ModelOptions> o = model_options_from_hf_config(text, "hf/config.json");
+    ASSERT_FALSE(o) << eps;
+    EXPECT_EQ(o.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(o.status().message(), fmt::format("hf/config.json: \"layer_norm_epsilon\" is {}; it must be a "
+                                                "positive number (typically 1e-5): fix config.json", eps));
+  }
+  const std::string llama = R"({"model_type": "llama", "vocab_size": 256, "max_position_embeddings": 64, )"
+                            R"("num_hidden_layers": 2, "hidden_size": 128, "num_attention_heads": 2, )"
+                            R"("intermediate_size": 256, "rms_norm_eps": -1e-06})";
+  Result<ModelOptions> l = model_options_from_hf_config(llama, "config.json");
+  ASSERT_FALSE(l);
+  EXPECT_NE(l.status().message().find("\"rms_norm_eps\" is -1e-06; it must be a positive number"),
+            std::string::npos) << l.status().message();
+}
+
 }  // namespace
 }  // namespace partrain::engine::model

@@ -1,5 +1,6 @@
 #include "engine/model/hf_config.h"
 
+#include <cmath>
 #include <cstdlib>
 #include <utility>
 
@@ -45,6 +46,15 @@ class ConfigReader {
     *out = std::strtof(v->text.c_str(), nullptr);
     return Status::ok();
   }
+  // number(), and then it must be finite and > 0 (as the job file's key refuses otherwise).
+  Status positive(const char* key, float* out, const char* typical) {
+    const float before = *out;
+    PARTRAIN_RETURN_IF_ERROR(number(key, out));
+    if (*out == before || (std::isfinite(*out) && *out > 0)) return Status::ok();
+    return Status::invalid(fmt::format("{}: \"{}\" is {}; it must be a positive number (typically "
+                                       "{}): fix config.json",
+                                       path_, key, member(root_, key)->text, typical));
+  }
   void boolean(const char* key, bool* out) {
     const JsonValue* v = member(root_, key);
     if (v != nullptr && v->kind == JsonValue::Kind::kBool) *out = v->boolean;
@@ -77,7 +87,7 @@ Result<ModelOptions> gpt2_options(ConfigReader& r, const std::string& path) {
   PARTRAIN_RETURN_IF_ERROR(r.integer("n_embd", &o.hidden));
   PARTRAIN_RETURN_IF_ERROR(r.integer("n_head", &o.heads));
   PARTRAIN_RETURN_IF_ERROR(r.integer("n_inner", &o.ffn_hidden, false));
-  PARTRAIN_RETURN_IF_ERROR(r.number("layer_norm_epsilon", &o.norm_eps));
+  PARTRAIN_RETURN_IF_ERROR(r.positive("layer_norm_epsilon", &o.norm_eps, "1e-5"));
   PARTRAIN_RETURN_IF_ERROR(r.number("initializer_range", &o.init_std));
   r.boolean("tie_word_embeddings", &o.tie_embeddings);
   const std::string act = r.text("activation_function");
@@ -101,8 +111,8 @@ Result<ModelOptions> llama_options(ConfigReader& r, const std::string& path, boo
   PARTRAIN_RETURN_IF_ERROR(r.integer("num_attention_heads", &o.heads));
   PARTRAIN_RETURN_IF_ERROR(r.integer("num_key_value_heads", &o.kv_heads, false));
   PARTRAIN_RETURN_IF_ERROR(r.integer("intermediate_size", &o.ffn_hidden));
-  PARTRAIN_RETURN_IF_ERROR(r.number("rms_norm_eps", &o.norm_eps));
-  PARTRAIN_RETURN_IF_ERROR(r.number("rope_theta", &o.rope_theta));
+  PARTRAIN_RETURN_IF_ERROR(r.positive("rms_norm_eps", &o.norm_eps, "1e-5 or 1e-6"));
+  PARTRAIN_RETURN_IF_ERROR(r.positive("rope_theta", &o.rope_theta, "10000 or 500000"));
   PARTRAIN_RETURN_IF_ERROR(r.number("initializer_range", &o.init_std));
   r.boolean("tie_word_embeddings", &o.tie_embeddings);
   int head_dim = 0;
