@@ -43,4 +43,12 @@ void exit_zero_point(int64_t step, int rank) {
   ::_exit(0);
 }
 
+void hang_point(int64_t step, int rank) {
+  if (!fault_armed("plugin_hang", step, rank)) return;
+  std::fprintf(stderr, "partrain: PARTRAIN_FAULT: pid %d hangs in the data plugin at step %lld, rank %d\n",
+               static_cast<int>(::getpid()), static_cast<long long>(step), rank);
+  std::fflush(stderr);
+  for (;;) ::sleep(1);  // a plugin stuck in its own code: the agent ends the process
+}
+
 }  // namespace partrain::store

@@ -14,6 +14,9 @@
 // shard write returns EIO) and eio_commit (the store's commit returns EIO).
 // One exits 0 instead, as a plugin calling exit(0) would: exit_zero (a step finished, before
 // any save; the process ends with status 0 although its run did not reach the last step).
+// One hangs instead, as a plugin stuck in its own code would: plugin_hang (the data plugin's
+// grads_done is about to be called; the process sleeps there for ever, running and in no
+// wait, while its peers wait for it in the collectives).
 #pragma once
 
 #include <cstdint>
@@ -26,5 +29,7 @@ bool fault_armed(const char* point, int64_t step, int rank);
 void crash_point(const char* point, int64_t step, int rank);
 // exit_zero at `step`: the process ends at once with status 0.
 void exit_zero_point(int64_t step, int rank);
+// plugin_hang at `step`: the calling thread never returns.
+void hang_point(int64_t step, int rank);
 
 }  // namespace partrain::store

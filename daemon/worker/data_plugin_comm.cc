@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include "store/fault.h"
 #include "worker/comm_adapter.h"
 
 namespace partrain::worker {
@@ -25,6 +26,7 @@ Status DataPluginComm::status_of(int rc, const char* what) const {
 Status DataPluginComm::init(const std::string& config_toml, comm::Communicator* dp, int global_rank,
                         size_t num_params, uint64_t host_features) {
   plan_ = partrain_data_plan_v2_t{sizeof(partrain_data_plan_v2_t), 0, 0, num_params, 1};
+  rank_ = global_rank;
   if (v1_ != nullptr) {
     comm_v1_ = make_plugin_comm(dp);
     partrain_init_args_v1_t args{sizeof(partrain_init_args_v1_t), config_toml.c_str(), &comm_v1_,
@@ -47,6 +49,7 @@ Status DataPluginComm::init(const std::string& config_toml, comm::Communicator* 
 
 Status DataPluginComm::step_begin(int64_t step) {
   stats_v1_ = {};
+  step_ = step;  // steps already made: 0 during the first
   if (v1_ != nullptr) {
     return v1_->step_begin == nullptr ? Status::ok()
                                       : status_of(v1_->step_begin(state_, step, err_, sizeof err_), "step_begin");
@@ -72,6 +75,9 @@ Status DataPluginComm::grads_release(size_t offset, size_t count) {
 }
 
 Status DataPluginComm::grads_done(float* grads) {
+  // Tests: PARTRAIN_FAULT=plugin_hang:STEP[:RANK] (store/fault.h), STEP 1-based as logged
+  // (the plugin's step_begin counts the steps already made).
+  store::hang_point(step_ + 1, rank_);
   if (v1_ != nullptr) {
     if (v1_->grads_done == nullptr) return Status::ok();
     return status_of(v1_->grads_done(state_, grads, &stats_v1_, err_, sizeof err_), "grads_done");

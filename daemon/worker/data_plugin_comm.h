@@ -47,6 +47,8 @@ class DataPluginComm {
   partrain_data_plan_v2_t plan_{};
   partrain_sync_stats_v1_t stats_v1_{};  // a v1 plugin's stats of the step (from grads_done)
   mutable char err_[1024] = {0};
+  int rank_ = 0;       // the global rank (init)
+  int64_t step_ = 0;   // step_begin's: the steps already made, for the fault hook
 };
 
 }  // namespace partrain::worker

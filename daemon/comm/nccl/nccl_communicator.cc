@@ -5,6 +5,7 @@
 #include <cstring>
 #include <mutex>
 #include <numeric>
+#include <optional>
 #include <thread>
 
 #include <cuda_runtime.h>
@@ -13,6 +14,7 @@
 #include <nccl.h>
 
 #include "common/log.h"
+#include "common/progress.h"
 
 namespace partrain::comm {
 namespace {
@@ -288,8 +290,11 @@ class NcclCommunicator final : public Communicator, public std::enable_shared_fr
   }
 
   // Polls until `event` fired; unavailable on abort, an NCCL async error or the timeout.
+  // While it waits the rank is marked waiting (common/progress.h): blocked on its peers, so
+  // the watchdog blames a silent peer that is not, as for Gloo's waits.
   Status wait_event(cudaEvent_t event, const std::string& what) {
     auto deadline = std::chrono::steady_clock::now() + options_.timeout;
+    std::optional<progress::Waiting> waiting;
     for (int spins = 0;; ++spins) {
       if (aborted_.load()) return aborted_status(what);
       cudaError_t q = cudaEventQuery(event);
@@ -298,6 +303,7 @@ class NcclCommunicator final : public Communicator, public std::enable_shared_fr
         return Status::unavailable(
             fmt::format("{} on {} failed: CUDA error {}", what, describe(), cudaGetErrorString(q)));
       }
+      if (!waiting) waiting.emplace();  // not done at the first look: this wait blocks
       ncclResult_t async = ncclSuccess;
       {
         std::lock_guard lock(state_mu_);
