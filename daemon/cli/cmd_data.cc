@@ -186,7 +186,12 @@ void register_data(CLI::App& app, CommandResult* result) {
   cmd->require_subcommand(1);
 
   auto encode_args = std::make_shared<EncodeArgs>();
-  CLI::App* encode = cmd->add_subcommand("encode", "Tokenize text files into llm.c shards");
+  CLI::App* encode = cmd->add_subcommand(
+      "encode",
+      "Tokenize text files into llm.c shards, in bounded memory: a document with no cut point "
+      "that keeps the ids within 4 MiB (one huge line) is cut by force past 1 MiB (first newline, "
+      "else first space, else a UTF-8 boundary), a SentencePiece document past 32 KiB when over "
+      "64 KiB; ids may differ next to such a cut (partrain(1))");
   encode->add_option("--tokenizer", encode_args->tokenizer,
                      "tokenizer.json, tiktoken rank file or SentencePiece .model")
       ->check(CLI::ExistingFile);

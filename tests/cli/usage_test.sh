@@ -88,6 +88,8 @@ refused "cannot open token shard" data inspect "$work/missing.bin"
 grep -q "train_files\|val_files" "$work/e" && fail "data inspect names a job-file key: $(cat "$work/e")"
 "$partrain" data encode --help >"$work/o"
 tr -s ' \n' ' ' <"$work/o" | grep -q -- "--val-output.*with --bytes only" || fail "data encode --help: --val-output"
+tr -s ' \n' ' ' <"$work/o" | grep -q -- "cut by force past 1 MiB" || fail "data encode --help: huge documents"
+tr -s ' \n' ' ' <"$work/o" | grep -q -- "--max-line-bytes" || fail "data encode --help: --max-line-bytes"
 
 # The first asynchronous save: its rate is not known yet, and no 0.0 MB/s is reported.
 PARTRAIN_RUN_DIR=$work/run PARTRAIN_CHECKPOINT_EVERY=2 "$partrain" run "$job" --steps 4 >"$work/run.txt" 2>&1 \
