@@ -17,8 +17,8 @@
 #   spank  partrain-spank  spank_partrain.so and its plugstack.conf.d snippet (conffile)
 #   dev    partrain-dev    the plugin SDK headers and CMake package
 # Depends are computed by dpkg-shlibdeps from what each binary links (plus partrain for
-# the cuda and dev packages); binaries are stripped, their debug symbols in -dbgsym
-# packages (.ddeb).
+# the cuda and dev packages); binaries are stripped, their debug information (where the
+# build has any) in -dbgsym packages (.ddeb).
 include(CMakePackageConfigHelpers)
 
 install(DIRECTORY include/partrain DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} COMPONENT dev)
@@ -106,7 +106,17 @@ set(CPACK_DEB_COMPONENT_INSTALL ON)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SECTION science)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
-set(CPACK_DEBIAN_DEBUGINFO_PACKAGE ON)
+# -dbgsym packages (.ddeb) of the binaries' debug information, where the build has any (-g:
+# RelWithDebInfo, Debug); a build without it (Release) ships stripped binaries and no .ddeb,
+# which would hold symbol tables alone. CPack 3.25 writes a .ddeb's md5sums by its staging
+# path and without documentation: cmake/debian-ddeb-fix.sh repairs each after cpack.
+if(CMAKE_BUILD_TYPE MATCHES "^(RelWithDebInfo|Debug)$")
+  set(CPACK_DEBIAN_DEBUGINFO_PACKAGE ON)
+  set(CPACK_PARTRAIN_DDEB_FIX ${CMAKE_CURRENT_SOURCE_DIR}/cmake/debian-ddeb-fix.sh)
+  set(CPACK_POST_BUILD_SCRIPTS ${CMAKE_CURRENT_SOURCE_DIR}/cmake/debian-ddeb-fix.cmake)
+else()
+  set(CPACK_STRIP_FILES ON)
+endif()
 set(CPACK_DEBIAN_ENABLE_COMPONENT_DEPENDS ON)
 set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION ON)
 

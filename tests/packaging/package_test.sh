@@ -40,10 +40,10 @@ for f in "$work"/out/*.deb "$work"/out/*.ddeb; do
     "$(field "$f" Installed-Size)" "$(field "$f" Depends)"
 done
 
-# lintian (Debian's package checker): no errors in any package. Its warnings are printed.
-# (Not the -dbgsym .ddebs: CMake 3.25's CPack lists their files in md5sums by build path.)
+# lintian (Debian's package checker): no errors in any package, the -dbgsym .ddebs included.
+# Its warnings are printed.
 command -v lintian >/dev/null || fail "lintian is not installed (scripts/install-deps.sh installs it)"
-lintian --no-tag-display-limit "$work"/out/*.deb >"$work/lintian.txt" 2>&1
+lintian --no-tag-display-limit "$work"/out/*.deb $(ls "$work"/out/*.ddeb 2>/dev/null) >"$work/lintian.txt" 2>&1
 grep -E '^W: ' "$work/lintian.txt" | sed 's/^/lintian: /'
 grep -E '^E: ' "$work/lintian.txt" && fail "lintian reports errors in the packages (above)"
 echo "lintian: no errors ($(grep -c '^W: ' "$work/lintian.txt") warnings)"
@@ -81,7 +81,31 @@ for f in $elves; do
   file -b "$f" | grep -q "not stripped" && fail "$f is not stripped"
   readelf -d "$f" | grep -E -i 'NEEDED.*(cuda|cublas|nccl)' && fail "$f needs a CUDA library"
 done
-[ -n "$(ls "$work"/out/partrain-dbgsym_*.ddeb 2>/dev/null)" ] || fail "no partrain-dbgsym package"
+# Debug information where the build has any (-g): each .ddeb holds, for every installed ELF
+# file, a .debug file of its build id with DWARF in it, and its md5sums match its files.
+build_type=$(sed -n 's/^CMAKE_BUILD_TYPE:STRING=//p' "$build/CMakeCache.txt")
+case $build_type in
+  RelWithDebInfo | Debug)
+    [ -n "$(ls "$work"/out/partrain-dbgsym_*.ddeb 2>/dev/null)" ] || fail "no partrain-dbgsym package"
+    for d in "$work"/out/*.ddeb; do
+      dbg=$work/dbgsym/$(basename "$d")
+      mkdir -p "$dbg" && dpkg-deb -x "$d" "$dbg" && dpkg-deb -e "$d" "$dbg/DEBIAN" || fail "cannot unpack $d"
+      # md5sums names exactly the package's files, by their paths in it, and matches them.
+      [ "$(cd "$dbg" && find . -path ./DEBIAN -prune -o -type f -printf '%P\n' | LC_ALL=C sort)" = \
+        "$(awk '{print $2}' "$dbg/DEBIAN/md5sums" | LC_ALL=C sort)" ] ||
+        fail "$(basename "$d"): md5sums does not list its files by their paths: $(head -n 2 "$dbg/DEBIAN/md5sums")"
+      (cd "$dbg" && md5sum --quiet -c DEBIAN/md5sums) >"$work/md5.txt" 2>&1 || fail "$(basename "$d"): md5sums: $(head -n 3 "$work/md5.txt")"
+    done
+    for f in $elves; do
+      id=$(readelf -n "$f" | sed -n 's/.*Build ID: \([0-9a-f]*\).*/\1/p')
+      debug=$(ls "$work"/dbgsym/*/usr/lib/debug/.build-id/"${id:0:2}/${id:2}.debug" 2>/dev/null | head -n 1)
+      [ -n "$debug" ] || fail "${f#"$root"} (build id $id) has no .debug file in the -dbgsym packages"
+      sections=$(readelf -S "$debug" 2>/dev/null)
+      grep -q '\.debug_info' <<<"$sections" || fail "$debug (for ${f#"$root"}) holds no debug information"
+    done
+    echo "dbgsym: $(ls "$work"/out/*.ddeb | wc -l) packages, DWARF for all $(wc -w <<<"$elves") ELF files, md5sums match" ;;
+  *) [ -z "$(ls "$work"/out/*.ddeb 2>/dev/null)" ] || fail "a $build_type build (no -g) made -dbgsym packages: $(ls "$work"/out/*.ddeb)" ;;
+esac
 # No installed binary or library carries a path of this build or source tree: an installed
 # program looks only where it was installed (relative to itself), never in a build tree.
 leaks=""
