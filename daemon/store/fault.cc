@@ -9,6 +9,8 @@
 #include <cstdlib>
 #include <string>
 
+#include "common/progress.h"
+
 namespace partrain::store {
 
 bool fault_armed(const char* point, int64_t step, int rank) {
@@ -48,6 +50,11 @@ void hang_point(int64_t step, int rank) {
   std::fprintf(stderr, "partrain: PARTRAIN_FAULT: pid %d hangs in the data plugin at step %lld, rank %d\n",
                static_cast<int>(::getpid()), static_cast<long long>(step), rank);
   std::fflush(stderr);
+  // The peers reach the collective first and wait; then this rank says it is in the plugin
+  // (so it is not the longest silent: a watchdog that blamed the longest silent would name
+  // a waiting peer) and hangs there.
+  ::sleep(1);
+  progress::enter("in the data plugin");
   for (;;) ::sleep(1);  // a plugin stuck in its own code: the agent ends the process
 }
 

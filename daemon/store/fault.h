@@ -15,8 +15,9 @@
 // One exits 0 instead, as a plugin calling exit(0) would: exit_zero (a step finished, before
 // any save; the process ends with status 0 although its run did not reach the last step).
 // One hangs instead, as a plugin stuck in its own code would: plugin_hang (the data plugin's
-// grads_done is about to be called; the process sleeps there for ever, running and in no
-// wait, while its peers wait for it in the collectives).
+// grads_done is about to be called; one second later the process reports the phase "in the
+// data plugin", then sleeps there for ever, running and in no wait, while its peers, silent
+// longer, wait for it in the collectives).
 #pragma once
 
 #include <cstdint>
