@@ -87,8 +87,7 @@ class ContextStrategy {
 namespace detail {
 
 template <typename T>
-struct ContextTrampolines {
-  static ContextStrategy* self(void* state) { return static_cast<ContextStrategy*>(state); }
+struct ContextTrampolines : TrampolineBase<ContextStrategy> {
   static int init(const partrain_context_init_args_v1_t* args, void** state, char* err, size_t err_len) {
     return guarded(err, err_len, [&] {
       if (args == nullptr || state == nullptr || args->cp == nullptr || args->cp_p2p == nullptr) {
@@ -112,12 +111,6 @@ struct ContextTrampolines {
   static int step_end(void* state, partrain_context_stats_v1_t* stats, char* err, size_t err_len) {
     return guarded(err, err_len, [&] { self(state)->step_end(stats); });
   }
-  static void finalize(void* state) noexcept {
-    try {
-      delete self(state);
-    } catch (...) {  // a destructor that throws must still not cross the boundary
-    }
-  }
 };
 
 }  // namespace detail
@@ -126,9 +119,7 @@ struct ContextTrampolines {
 // Exports CLASS as the plugin's partrain_context_v1. Use once per shared object, at
 // namespace scope.
 #define PARTRAIN_CONTEXT_PLUGIN(CLASS, NAME, VERSION, CAPS, DESCRIPTION)                   \
-  extern "C" __attribute__((visibility("default")))                                       \
-  const partrain_context_v1_t partrain_context_v1;                                       \
-  extern "C" const partrain_context_v1_t partrain_context_v1 = {                         \
+  PARTRAIN_SDK_EXPORT(partrain_context_v1_t, partrain_context_v1) {                       \
       PARTRAIN_CONTEXT_ABI_VERSION,                                                       \
       NAME,                                                                               \
       VERSION,                                                                            \

@@ -50,7 +50,7 @@ class Strategy {
 namespace detail {
 
 template <typename T>
-struct Trampolines {
+struct Trampolines : TrampolineBase<Strategy> {
   static int init(const partrain_init_args_v2_t* args, partrain_data_plan_v2_t* plan,
                   void** state, char* err, size_t err_len) {
     return guarded(err, err_len, [&] {
@@ -64,7 +64,6 @@ struct Trampolines {
       }
     });
   }
-  static Strategy* self(void* state) { return static_cast<Strategy*>(state); }
   static int step_begin(void* state, int64_t step, char* err, size_t err_len) {
     return guarded(err, err_len, [&] { self(state)->step_begin(step); });
   }
@@ -88,12 +87,6 @@ struct Trampolines {
   static int step_end(void* state, partrain_sync_stats_v2_t* stats, char* err, size_t err_len) {
     return guarded(err, err_len, [&] { self(state)->step_end(stats); });
   }
-  static void finalize(void* state) noexcept {
-    try {
-      delete self(state);
-    } catch (...) {  // a destructor that throws must still not cross the boundary
-    }
-  }
 };
 
 }  // namespace detail
@@ -102,9 +95,7 @@ struct Trampolines {
 // Exports CLASS as the plugin's partrain_strategy_v2. Use once per shared object, at
 // namespace scope.
 #define PARTRAIN_STRATEGY_PLUGIN(CLASS, NAME, FAMILY, VERSION, CAPS, DESCRIPTION)          \
-  extern "C" __attribute__((visibility("default")))                                       \
-  const partrain_strategy_v2_t partrain_strategy_v2;                                     \
-  extern "C" const partrain_strategy_v2_t partrain_strategy_v2 = {                       \
+  PARTRAIN_SDK_EXPORT(partrain_strategy_v2_t, partrain_strategy_v2) {                     \
       PARTRAIN_PLUGIN_ABI_V2,                                                             \
       NAME,                                                                               \
       FAMILY,                                                                             \

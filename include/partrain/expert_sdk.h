@@ -54,8 +54,7 @@ class ExpertStrategy {
 namespace detail {
 
 template <typename T>
-struct ExpertTrampolines {
-  static ExpertStrategy* self(void* state) { return static_cast<ExpertStrategy*>(state); }
+struct ExpertTrampolines : TrampolineBase<ExpertStrategy> {
   static int init(const partrain_expert_init_args_v1_t* args, void** state, char* err,
                   size_t err_len) {
     return guarded(err, err_len, [&] {
@@ -79,12 +78,6 @@ struct ExpertTrampolines {
   static int step_end(void* state, partrain_expert_stats_v1_t* stats, char* err, size_t err_len) {
     return guarded(err, err_len, [&] { self(state)->step_end(stats); });
   }
-  static void finalize(void* state) noexcept {
-    try {
-      delete self(state);
-    } catch (...) {  // a destructor that throws must still not cross the boundary
-    }
-  }
 };
 
 }  // namespace detail
@@ -93,9 +86,7 @@ struct ExpertTrampolines {
 // Exports CLASS as the plugin's partrain_expert_v1. Use once per shared object, at
 // namespace scope.
 #define PARTRAIN_EXPERT_PLUGIN(CLASS, NAME, VERSION, CAPS, DESCRIPTION)                    \
-  extern "C" __attribute__((visibility("default")))                                       \
-  const partrain_expert_v1_t partrain_expert_v1;                                         \
-  extern "C" const partrain_expert_v1_t partrain_expert_v1 = {                           \
+  PARTRAIN_SDK_EXPORT(partrain_expert_v1_t, partrain_expert_v1) {                         \
       PARTRAIN_EXPERT_ABI_VERSION,                                                        \
       NAME,                                                                               \
       VERSION,                                                                            \

@@ -1,7 +1,8 @@
 // C++ helpers every family's SDK header shares (abi.h is the C side): sdk::Error, the
 // host's collectives as calls that throw, a plugin table's numeric keys, and
 // detail::guarded, which turns any exception into a return code so none crosses the C
-// boundary. Header-only, C++17, standard library only: a plugin links nothing of partrain.
+// boundary, and what every family's trampolines and export macro share
+// (detail::TrampolineBase, PARTRAIN_SDK_EXPORT). Header-only, C++17, standard library only: a plugin links nothing of partrain.
 #ifndef PARTRAIN_SDK_H_
 #define PARTRAIN_SDK_H_
 
@@ -139,7 +140,27 @@ int guarded(char* err, size_t err_len, F&& f) noexcept {
   }
 }
 
+// What every family's trampolines share (T's base class, the strategy the state points to):
+// the state pointer as that class, and its deletion, where a destructor that throws must
+// not cross the C boundary either.
+template <typename Strategy>
+struct TrampolineBase {
+  static Strategy* self(void* state) { return static_cast<Strategy*>(state); }
+  static void finalize(void* state) noexcept {
+    try {
+      delete self(state);
+    } catch (...) {
+    }
+  }
+};
+
 }  // namespace detail
 }  // namespace partrain::sdk
+
+// The head of every family's export macro: SYMBOL, a const TYPE with C linkage that the
+// shared object exports (the loader looks it up by name); the braced table follows.
+#define PARTRAIN_SDK_EXPORT(TYPE, SYMBOL)                                   \
+  extern "C" __attribute__((visibility("default"))) const TYPE SYMBOL;      \
+  extern "C" const TYPE SYMBOL =
 
 #endif  // PARTRAIN_SDK_H_

@@ -37,8 +37,7 @@ class TensorStrategy {
 namespace detail {
 
 template <typename T>
-struct TensorTrampolines {
-  static TensorStrategy* self(void* state) { return static_cast<TensorStrategy*>(state); }
+struct TensorTrampolines : TrampolineBase<TensorStrategy> {
   static int init(const partrain_tensor_init_args_v1_t* args, void** state, char* err,
                   size_t err_len) {
     return guarded(err, err_len, [&] {
@@ -62,12 +61,6 @@ struct TensorTrampolines {
   static int step_end(void* state, partrain_tensor_stats_v1_t* stats, char* err, size_t err_len) {
     return guarded(err, err_len, [&] { self(state)->step_end(stats); });
   }
-  static void finalize(void* state) noexcept {
-    try {
-      delete self(state);
-    } catch (...) {  // a destructor that throws must still not cross the boundary
-    }
-  }
 };
 
 }  // namespace detail
@@ -76,9 +69,7 @@ struct TensorTrampolines {
 // Exports CLASS as the plugin's partrain_tensor_v1. Use once per shared object, at
 // namespace scope.
 #define PARTRAIN_TENSOR_PLUGIN(CLASS, NAME, VERSION, CAPS, DESCRIPTION)                    \
-  extern "C" __attribute__((visibility("default")))                                       \
-  const partrain_tensor_v1_t partrain_tensor_v1;                                         \
-  extern "C" const partrain_tensor_v1_t partrain_tensor_v1 = {                           \
+  PARTRAIN_SDK_EXPORT(partrain_tensor_v1_t, partrain_tensor_v1) {                         \
       PARTRAIN_TENSOR_ABI_VERSION,                                                        \
       NAME,                                                                               \
       VERSION,                                                                            \
