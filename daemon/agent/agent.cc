@@ -34,6 +34,7 @@
 #include "common/log.h"
 #include "common/stop_signal.h"
 #include "common/version.h"
+#include "common/worker_env.h"
 #include "config/job_config.h"
 #include "config/site_config.h"
 #include "config/supported.h"
@@ -252,7 +253,8 @@ Status not_met(const Placement& place, const std::string& what, const Status& wh
 // ---- 3. Every node's agent connects and meets the others.
 
 struct Rendezvous {
-  std::string coordinator;  // host:port, as the workers get it
+  std::string coordinator;  // host:port, for messages
+  CoordinatorAddress address;  // the store's host and port, as the workers get them
   std::string attempt;      // Slurm's restart count: the first part of every attempt's keys
   std::unique_ptr<comm::RendezvousClient> store;      // the agent's own connection
   std::unique_ptr<comm::RendezvousClient> heartbeat;  // the heartbeat thread's
@@ -288,7 +290,7 @@ Result<Rendezvous> meet_agents(const AgentOptions& o, const Placement& place, in
                                const std::string& secret) {
   Result<CoordinatorAddress> at = find_coordinator(o, place, own_port);
   if (!at) return at.status();
-  Rendezvous r{fmt::format("{}:{}", at->host, at->port), slurm_restart_count(), nullptr, nullptr};
+  Rendezvous r{fmt::format("{}:{}", at->host, at->port), *at, slurm_restart_count(), nullptr, nullptr};
   // Short I/O budgets: a hung coordinator must not hold the agent past its bounded detection.
   comm::RendezvousClientOptions co;
   co.io_timeout = milliseconds(5000);
@@ -325,32 +327,41 @@ Result<std::unique_ptr<store::Coordinator>> open_state_store(const AgentOptions&
 
 // ---- 5. One worker per local rank: its place in the job and everything it must know.
 
-std::vector<WorkerSpec> worker_specs(const AgentOptions& o, const ResolvedJob& rj, const Rendezvous& r,
-                                     const std::string& secret) {
+std::vector<WorkerEnv> worker_envs(const AgentOptions& o, const ResolvedJob& rj, const Rendezvous& r,
+                                   const std::string& secret) {
   const Placement& place = rj.place;
-  std::vector<WorkerSpec> specs;
+  std::vector<WorkerEnv> envs;
   for (size_t i = 0; i < place.node_ranks.size(); ++i) {
-    WorkerSpec w;
+    WorkerEnv w;
     w.rank = place.node_ranks[i];
     w.local_rank = static_cast<int>(i);
-    w.env = {{"PARTRAIN_RANK", std::to_string(w.rank)},
-             {"PARTRAIN_LOCAL_RANK", std::to_string(i)},
-             {"PARTRAIN_WORLD", std::to_string(place.world)},
-             {"PARTRAIN_COORDINATOR", r.coordinator},
-             {"PARTRAIN_JOB_SECRET", secret},
-             {"PARTRAIN_NODE_NAME", place.node_name},
-             {"PARTRAIN_NODE_ADDR", place.node_addr},
-             {"PARTRAIN_SPEC", rj.job.parallelism.to_string()}};
+    w.world = place.world;
+    w.coordinator_host = r.address.host;
+    w.coordinator_port = r.address.port;
+    w.job_secret = secret;
+    w.node_name = place.node_name;
+    w.node_addr = place.node_addr;
+    w.spec = rj.job.parallelism.to_string();
     // GPU nodes: worker i sees only the i-th device the step was given.
-    if (!rj.gpus[i].empty()) w.env.emplace_back("CUDA_VISIBLE_DEVICES", rj.gpus[i]);
-    if (!o.site_config.empty()) w.env.emplace_back("PARTRAIN_SITE_CONFIG", o.site_config);
-    if (o.steps > 0) w.env.emplace_back("PARTRAIN_STEPS", std::to_string(o.steps));
-    if (!o.device.empty()) w.env.emplace_back("PARTRAIN_DEVICE", o.device);
-    if (!o.trace.empty()) w.env.emplace_back("PARTRAIN_TRACE", o.trace);
-    if (!o.init.empty()) w.env.emplace_back("PARTRAIN_INIT", o.init);
-    w.env.emplace_back("PARTRAIN_MODEL_FLOPS_PER_TOKEN", fmt::format("{}", rj.acct.model_flops_per_token));
-    w.env.emplace_back("PARTRAIN_PEAK_FLOPS_PER_RANK", fmt::format("{}", rj.acct.peak_flops_per_rank));
-    specs.push_back(std::move(w));
+    w.cuda_visible_devices = rj.gpus[i];
+    w.site_config = o.site_config;
+    w.steps = o.steps;
+    w.device = o.device;
+    w.trace = o.trace;
+    w.init = o.init;
+    w.model_flops_per_token = rj.acct.model_flops_per_token;
+    w.peak_flops_per_rank = rj.acct.peak_flops_per_rank;
+    envs.push_back(std::move(w));
+  }
+  return envs;
+}
+
+// The workers of attempt `prefix` ("a0.1"): each one's environment with that attempt's keys.
+std::vector<WorkerSpec> worker_specs(std::vector<WorkerEnv> envs, const std::string& prefix) {
+  std::vector<WorkerSpec> specs;
+  for (WorkerEnv& e : envs) {
+    e.attempt = prefix;
+    specs.push_back(WorkerSpec{.rank = e.rank, .local_rank = e.local_rank, .env = to_env(e)});
   }
   return specs;
 }
@@ -376,17 +387,14 @@ Result<std::unique_ptr<CheckpointCommitter>> start_committer(store::Coordinator*
 }
 
 Result<GroupEnd> run_worker_groups(const AgentOptions& o, const ResolvedJob& rj, const Rendezvous& r,
-                                   store::Coordinator* state, std::vector<WorkerSpec> specs,
+                                   store::Coordinator* state, const std::vector<WorkerEnv>& envs,
                                    const Heartbeat& heartbeat) {
   const std::string worker = find_worker(o.worker_path);
   const int max_restarts = rj.job.checkpoint.max_restarts;
   for (int restarts = 0;; ++restarts) {
     // This attempt's keys: Slurm's restart count and the in-job restart.
     const std::string prefix = fmt::format("a{}.{}", r.attempt, restarts);
-    for (WorkerSpec& w : specs) {
-      std::erase_if(w.env, [](const auto& kv) { return kv.first == "PARTRAIN_ATTEMPT"; });
-      w.env.emplace_back("PARTRAIN_ATTEMPT", prefix);
-    }
+    const std::vector<WorkerSpec> specs = worker_specs(envs, prefix);
     Result<std::unique_ptr<CheckpointCommitter>> committer = start_committer(state, rj, r, prefix);
     if (!committer) return committer.status();
     WorkerGroup group;
@@ -442,11 +450,11 @@ Result<GroupEnd> run(const AgentOptions& o) {
   if (!r) return r.status();
   Result<std::unique_ptr<store::Coordinator>> state = open_state_store(o, rj->job, place, *r);
   if (!state) return state.status();
-  std::vector<WorkerSpec> specs = worker_specs(o, *rj, *r, *secret);
+  const std::vector<WorkerEnv> envs = worker_envs(o, *rj, *r, *secret);
   (void)install_stop_signal();
   const Heartbeat heartbeat(std::move(r->heartbeat), place.node, place.num_nodes, o.heartbeat_interval,
                             o.heartbeat_timeout);
-  Result<GroupEnd> end = run_worker_groups(o, *rj, *r, state->get(), std::move(specs), heartbeat);
+  Result<GroupEnd> end = run_worker_groups(o, *rj, *r, state->get(), envs, heartbeat);
   if (end && *end == GroupEnd::kFinished) say_done(o, place, *r, *server != nullptr);
   return end;
 }

@@ -12,6 +12,7 @@
 #include "agent/agent.h"
 #include "agent/node_address.h"
 #include "common/log.h"
+#include "common/worker_env.h"
 
 namespace partrain::agent {
 namespace {
@@ -76,16 +77,10 @@ Result<Placement> placement_from(const AgentOptions& o,
     start = comma + 1;
   }
   const std::string coord = get("PARTRAIN_COORDINATOR");
-  const size_t colon = coord.rfind(':');
-  if (colon == std::string::npos || colon == 0) {
-    return Status::invalid(fmt::format("PARTRAIN_COORDINATOR={}: need host:port", coord));
-  }
-  p.coordinator_host = coord.substr(0, colon);
-  Result<int> port = parse_int("PARTRAIN_COORDINATOR", coord.substr(colon + 1));
-  if (!port || *port > 65535) {
-    return Status::invalid(fmt::format("PARTRAIN_COORDINATOR={}: need host:port, port 0 (any) to 65535", coord));
-  }
-  p.coordinator_port = *port;
+  Result<std::pair<std::string, int>> at = parse_host_port("PARTRAIN_COORDINATOR", coord);
+  if (!at) return at.status();
+  p.coordinator_host = at->first;
+  p.coordinator_port = at->second;
   p.secret_file = get("PARTRAIN_JOB_SECRET_FILE");
   p.state_dir = get("PARTRAIN_STATE_DIR");
   if (!get("SLURM_STEP_ID").empty()) p.step_id = get("SLURM_STEP_ID");

@@ -4,15 +4,11 @@
 //
 //   partrain-worker JOB.toml
 //
-// Environment (set by partraind): PARTRAIN_RANK, PARTRAIN_WORLD, PARTRAIN_COORDINATOR
-// (host:port of the rendezvous store), PARTRAIN_JOB_SECRET, PARTRAIN_SPEC, PARTRAIN_ATTEMPT
-// (this worker group's key prefix), PARTRAIN_NODE_NAME / PARTRAIN_NODE_ADDR, and for MFU
-// PARTRAIN_MODEL_FLOPS_PER_TOKEN / PARTRAIN_PEAK_FLOPS_PER_RANK.
+// Environment: set by partraind, one page in common/worker_env.h.
 //
 // Exit codes as partraind's (common/exit_codes.h): 0 done (after reporting the last step reached
 // through the rendezvous: finished/<rank>), 2 configuration error, 75
 // retryable (a peer failed, or SIGTERM stopped the run at a step boundary), 1 anything else.
-#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <new>
@@ -28,6 +24,7 @@
 #include "common/log.h"
 #include "common/stop_signal.h"
 #include "common/trace.h"
+#include "common/worker_env.h"
 #include "config/job_config.h"
 #include "config/site_config.h"
 #include "config/supported.h"
@@ -40,67 +37,14 @@
 namespace partrain::worker {
 namespace {
 
-std::string env(const char* name) {
-  const char* v = std::getenv(name);
-  return v != nullptr ? v : "";
-}
-
-template <typename T>
-Result<T> env_number(const char* name, std::optional<T> fallback = std::nullopt) {
-  const std::string text = env(name);
-  if (text.empty() && fallback) return *fallback;
-  T v{};
-  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (text.empty() || ec != std::errc() || p != text.data() + text.size()) {
-    return Status::invalid(fmt::format("{}='{}': partrain-worker is started by partraind, which sets it; run "
-                                       "partraind or `partrain run --nproc N`", name, text));
-  }
-  return v;
-}
-
-// Where this worker stands, from the agent's environment.
-struct WorkerEnv {
-  int rank = 0, world = 0;
-  std::string host;     // the rendezvous store's
-  int port = 0;
-  std::string prefix;   // this attempt's keys: "a0.0/"
-  double model_flops_per_token = 0, peak_flops_per_rank = 0;
-};
-
-Result<WorkerEnv> read_env() {
-  WorkerEnv w;
-  Result<int> rank = env_number<int>("PARTRAIN_RANK");
-  if (!rank) return rank.status();
-  Result<int> world = env_number<int>("PARTRAIN_WORLD");
-  if (!world) return world.status();
-  w.rank = *rank;
-  w.world = *world;
-  const std::string coordinator = env("PARTRAIN_COORDINATOR");
-  const size_t colon = coordinator.rfind(':');
-  if (colon == std::string::npos) {
-    return Status::invalid("PARTRAIN_COORDINATOR='" + coordinator + "': need host:port; partrain-worker is "
-                           "started by partraind");
-  }
-  w.host = coordinator.substr(0, colon);
-  w.port = std::atoi(coordinator.c_str() + colon + 1);
-  w.prefix = env("PARTRAIN_ATTEMPT").empty() ? "" : env("PARTRAIN_ATTEMPT") + "/";
-  Result<double> flops = env_number<double>("PARTRAIN_MODEL_FLOPS_PER_TOKEN", 0.0);
-  if (!flops) return flops.status();
-  Result<double> peak = env_number<double>("PARTRAIN_PEAK_FLOPS_PER_RANK", 0.0);
-  if (!peak) return peak.status();
-  w.model_flops_per_token = *flops;
-  w.peak_flops_per_rank = *peak;
-  return w;
-}
-
 // The address this rank's collectives listen on: loopback when every rank is on this
 // machine (a loopback coordinator), else the agent's address for this node (Slurm's
 // NodeAddr), else the node name.
 comm::GlooOptions gloo_options(const WorkerEnv& w) {
   comm::GlooOptions go;
-  go.host = w.host == "127.0.0.1" || w.host == "localhost" ? "127.0.0.1"
-            : !env("PARTRAIN_NODE_ADDR").empty()         ? env("PARTRAIN_NODE_ADDR")
-                                                         : env("PARTRAIN_NODE_NAME");
+  go.host = w.coordinator_host == "127.0.0.1" || w.coordinator_host == "localhost" ? "127.0.0.1"
+            : !w.node_addr.empty()                                       ? w.node_addr
+                                                                         : w.node_name;
   return go;
 }
 
@@ -115,18 +59,18 @@ Result<std::optional<store::Checkpoint>> fetch_resume(comm::RendezvousClient& st
 }
 
 Status run(const std::string& job_path, const std::atomic<bool>* stop) {
-  Result<WorkerEnv> w = read_env();
+  Result<WorkerEnv> w = worker_env_from_env();
   if (!w) return w.status();
-  log::set_context("", env("PARTRAIN_NODE_NAME"), w->rank);
+  log::set_context("", w->node_name, w->rank);
   Result<config::SiteConfig> site = config::load_site_config("");
   if (!site) return site.status();
   config::apply_log_level(*site);
   // The agent passes the spec it resolved; the environment chain applies PARTRAIN_STEPS too.
   Result<config::JobConfig> job = config::resolve_job(job_path, *site, {});
   if (!job) return job.status();
-  log::set_context(job->name, env("PARTRAIN_NODE_NAME"), w->rank);
+  log::set_context(job->name, w->node_name, w->rank);
   PARTRAIN_RETURN_IF_ERROR(trace::configure_from_env(job->run_dir, w->rank,
-                                                     fmt::format("rank {} {}", w->rank, env("PARTRAIN_NODE_NAME"))));
+                                                     fmt::format("rank {} {}", w->rank, w->node_name)));
   Result<Layout> layout = Layout::create(w->world, job->parallelism);
   if (!layout) return layout.status();
   PARTRAIN_RETURN_IF_ERROR(config::validate_layout(*job, w->world));
@@ -149,15 +93,15 @@ Status run(const std::string& job_path, const std::atomic<bool>* stop) {
   // The rendezvous store: the resume point, the commit channel, the groups.
   Result<std::string> secret = comm::secret_from_env();
   if (!secret) return secret.status();
-  Result<std::unique_ptr<comm::RendezvousClient>> store = comm::RendezvousClient::connect(w->host, w->port, *secret);
+  Result<std::unique_ptr<comm::RendezvousClient>> store = comm::RendezvousClient::connect(w->coordinator_host, w->coordinator_port, *secret);
   if (!store) return store.status();
-  Result<std::optional<store::Checkpoint>> resume = fetch_resume(**store, w->prefix);
+  Result<std::optional<store::Checkpoint>> resume = fetch_resume(**store, w->key_prefix());
   if (!resume) return resume.status();
   Result<std::unique_ptr<comm::RendezvousClient>> commit_client = (*store)->clone();
   if (!commit_client) return commit_client.status();
-  CommitRequester committer(std::move(commit_client).value(), w->prefix);
+  CommitRequester committer(std::move(commit_client).value(), w->key_prefix());
   GroupOptions go;
-  go.prefix = w->prefix;
+  go.prefix = w->key_prefix();
   go.device = job->device;
   go.gloo = gloo_options(*w);
   go.pp_chunks = pipe ? pipe->schedule.shape.v : 1;
@@ -177,11 +121,11 @@ Status run(const std::string& job_path, const std::atomic<bool>* stop) {
   r.ckpt_root = store::checkpoint_root(job->checkpoint.dir, job->run_dir);
   r.committer = &committer;
   r.resume = *resume ? &**resume : nullptr;
-  r.init = env("PARTRAIN_INIT");
+  r.init = w->init;
   PARTRAIN_RETURN_IF_ERROR(train(r));
   // Success is the run's end reached, said through the rendezvous: the agent counts an exit 0
   // without this key as a failure of this rank (agent/supervise.h).
-  return (*store)->set(fmt::format("{}finished/{}", w->prefix, w->rank), std::to_string(job->training.steps));
+  return (*store)->set(fmt::format("{}finished/{}", w->key_prefix(), w->rank), std::to_string(job->training.steps));
 }
 
 }  // namespace

@@ -6,10 +6,12 @@
 #include <string>
 
 #include "common/status.h"
+#include "common/worker_env.h"
 
 namespace partrain::comm {
 
-inline constexpr const char* kJobSecretEnv = "PARTRAIN_JOB_SECRET";
+// The agent hands it to its workers under this name (common/worker_env.h).
+inline constexpr const char* kJobSecretEnv = worker_env_key::kJobSecret;
 // Shorter secrets are refused: 16 bytes is the least that resists guessing.
 inline constexpr size_t kMinSecretBytes = 16;
 inline constexpr size_t kMaxSecretBytes = 4096;
