@@ -27,6 +27,7 @@
 #include "agent/supervise.h"
 #include "agent/supervisor.h"
 #include "comm/rendezvous/client.h"
+#include "comm/rendezvous/keys.h"
 #include "comm/rendezvous/secret.h"
 #include "comm/rendezvous/server.h"
 #include "common/exit_codes.h"
@@ -297,7 +298,7 @@ Result<Rendezvous> meet_agents(const AgentOptions& o, const Placement& place, in
   Result<std::unique_ptr<comm::RendezvousClient>> store = comm::RendezvousClient::connect(at->host, at->port, secret, co);
   if (!store) return store.status().prefixed(fmt::format("rendezvous with {} failed: ", r.coordinator));
   r.store = std::move(store).value();
-  if (Status s = r.store->barrier("agents/" + r.attempt, place.node, place.num_nodes, o.rendezvous_timeout); !s) {
+  if (Status s = r.store->barrier(rdzv_keys::agents_barrier(r.attempt), place.node, place.num_nodes, o.rendezvous_timeout); !s) {
     return not_met(place, "not every node's agent arrived", s);
   }
   comm::RendezvousClientOptions hb;
@@ -321,7 +322,7 @@ Result<std::unique_ptr<store::Coordinator>> open_state_store(const AgentOptions&
       partrain::version());
   co.allow_changed_inputs = o.resume_with_changes;
   Result<std::unique_ptr<store::Coordinator>> c = open_for_resume(co, job.checkpoint.resume, first_start_of_job());
-  if (!c) (void)r.store->set("job/abort", c.status().message());  // the other nodes stop too
+  if (!c) (void)r.store->set(rdzv_keys::job_abort(), c.status().message());  // the other nodes stop too
   return c;
 }
 
@@ -380,10 +381,10 @@ Result<std::unique_ptr<CheckpointCommitter>> start_committer(store::Coordinator*
     log::info("agent", "workers resume at step {} from {}/{}", (*resume)->state.step,
               store::checkpoint_root(job.checkpoint.dir, job.run_dir), store::step_folder((*resume)->state.step));
   }
-  (void)r.store->set(prefix + "/resume", *resume ? store::encode_checkpoint(**resume) : "none");
+  (void)r.store->set(rdzv_keys::resume(rdzv_keys::attempt_scope(prefix)), *resume ? store::encode_checkpoint(**resume) : "none");
   Result<std::unique_ptr<comm::RendezvousClient>> client = r.store->clone();
   if (!client) return retryable("cannot open the checkpoint committer's store connection: ", client.status());
-  return std::make_unique<CheckpointCommitter>(std::move(client).value(), state, prefix + "/", rj.place.world);
+  return std::make_unique<CheckpointCommitter>(std::move(client).value(), state, rdzv_keys::attempt_scope(prefix), rj.place.world);
 }
 
 Result<GroupEnd> run_worker_groups(const AgentOptions& o, const ResolvedJob& rj, const Rendezvous& r,
@@ -393,7 +394,7 @@ Result<GroupEnd> run_worker_groups(const AgentOptions& o, const ResolvedJob& rj,
   const int max_restarts = rj.job.checkpoint.max_restarts;
   for (int restarts = 0;; ++restarts) {
     // This attempt's keys: Slurm's restart count and the in-job restart.
-    const std::string prefix = fmt::format("a{}.{}", r.attempt, restarts);
+    const std::string prefix = rdzv_keys::attempt(r.attempt, restarts);
     const std::vector<WorkerSpec> specs = worker_specs(envs, prefix);
     Result<std::unique_ptr<CheckpointCommitter>> committer = start_committer(state, rj, r, prefix);
     if (!committer) return committer.status();
@@ -402,7 +403,7 @@ Result<GroupEnd> run_worker_groups(const AgentOptions& o, const ResolvedJob& rj,
     for (const auto& [rank, pid] : group.pids()) log::info("agent", "rank {} started: pid {} ({})", rank, pid, worker);
     const SuperviseContext context{.store = r.store.get(),
                                    .heartbeat = &heartbeat,
-                                   .finished_prefix = prefix + "/",
+                                   .finished_prefix = rdzv_keys::attempt_scope(prefix),
                                    .node = rj.place.node,
                                    .num_nodes = rj.place.num_nodes,
                                    .restarts = restarts,
@@ -414,7 +415,7 @@ Result<GroupEnd> run_worker_groups(const AgentOptions& o, const ResolvedJob& rj,
     if (!end || *end != GroupEnd::kRestart) return end;
     // Every node's group is down before any starts again.
     if (rj.place.num_nodes > 1) {
-      const std::string barrier = fmt::format("restart/{}/agents", restarts + 1);
+      const std::string barrier = rdzv_keys::restart_barrier(restarts + 1);
       if (Status s = r.store->barrier(barrier, rj.place.node, rj.place.num_nodes, milliseconds(300000)); !s) {
         return retryable("not every node's agent came back for the restart: ", s);
       }
@@ -428,10 +429,10 @@ Result<GroupEnd> run_worker_groups(const AgentOptions& o, const ResolvedJob& rj,
 // (or the heartbeat timeout passed). Best effort: a store that is gone has no one to tell.
 
 void say_done(const AgentOptions& o, const Placement& place, const Rendezvous& r, bool coordinator) {
-  (void)r.store->set(fmt::format("done/{}", place.node), "1");
+  (void)r.store->set(rdzv_keys::done(place.node), "1");
   if (coordinator) {
     std::vector<std::string> keys;
-    for (int n = 0; n < place.num_nodes; ++n) keys.push_back(fmt::format("done/{}", n));
+    for (int n = 0; n < place.num_nodes; ++n) keys.push_back(rdzv_keys::done(n));
     (void)r.store->wait(keys, o.heartbeat_timeout);
   }
   log::info("agent", "all {} local ranks finished", place.node_ranks.size());

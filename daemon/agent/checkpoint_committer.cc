@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "comm/rendezvous/keys.h"
 #include "common/log.h"
 
 namespace partrain::agent {
@@ -43,7 +44,7 @@ void CheckpointCommitter::commit_step(int64_t step) {
   Status status;
   for (int r = 0; r < world_ && status.is_ok(); ++r) {
     std::string text;
-    if (!wait_for(fmt::format("{}ckpt/{}/{}", prefix_, step, r), &text)) return;  // stopped
+    if (!wait_for(rdzv_keys::checkpoint_rank(prefix_, step, r), &text)) return;  // stopped
     if (r == 0) {
       Result<store::TrainState> st = store::decode_state(text);
       if (!st) {
@@ -65,13 +66,13 @@ void CheckpointCommitter::commit_step(int64_t step) {
   if (status.is_ok()) status = coordinator_->commit(c);
   if (status.is_ok()) committed_.fetch_add(1);
   if (!status) log::error("agent", "checkpoint of step {} not committed: {}", step, status.message());
-  (void)client_->set(fmt::format("{}ckpt/{}/ack", prefix_, step), status.is_ok() ? "ok" : status.message());
+  (void)client_->set(rdzv_keys::checkpoint_ack(prefix_, step), status.is_ok() ? "ok" : status.message());
 }
 
 void CheckpointCommitter::loop() {
   for (int n = 0; !stop_.load(); ++n) {
     std::string text;
-    if (!wait_for(fmt::format("{}ckpt/seq/{}", prefix_, n), &text)) return;
+    if (!wait_for(rdzv_keys::checkpoint_seq(prefix_, n), &text)) return;
     commit_step(std::stoll(text));
   }
 }

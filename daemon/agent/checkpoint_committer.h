@@ -1,5 +1,5 @@
 // The coordinator agent's checkpoint committer: a thread that waits, on its own rendezvous
-// connection, for rank 0 to announce a save (PREFIX ckpt/seq/N), then for every rank's
+// connection, for rank 0 to announce a save (PREFIX ckpt/seq/N; every key in comm/rendezvous/keys.h), then for every rank's
 // piece records of that step (PREFIX ckpt/STEP/RANK: the rank's shard is durable), merges
 // them into one checkpoint, commits it through the state store (one synced WriteBatch;
 // store/coordinator.h) and acknowledges (PREFIX ckpt/STEP/ack = "ok" or the error).

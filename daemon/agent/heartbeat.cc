@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "comm/rendezvous/keys.h"
+
 namespace partrain::agent {
 
 using Clock = std::chrono::steady_clock;
@@ -33,10 +35,10 @@ void Heartbeat::fail(std::string why, bool store_lost) {
 
 bool Heartbeat::round(std::vector<int64_t>* seen, std::vector<Clock::time_point>* changed) {
   const auto timeout_s = std::chrono::duration_cast<std::chrono::seconds>(timeout_).count();
-  if (!store_->add(fmt::format("hb/{}", node_), 1).is_ok()) return false;
+  if (!store_->add(rdzv_keys::heartbeat(node_), 1).is_ok()) return false;
   for (int n = 0; n < num_nodes_; ++n) {
     if (n == node_) continue;
-    Result<int64_t> v = store_->add(fmt::format("hb/{}", n), 0);
+    Result<int64_t> v = store_->add(rdzv_keys::heartbeat(n), 0);
     if (!v) return false;
     const auto i = static_cast<size_t>(n);
     if (*v != (*seen)[i]) {
@@ -44,13 +46,13 @@ bool Heartbeat::round(std::vector<int64_t>* seen, std::vector<Clock::time_point>
       (*changed)[i] = Clock::now();
     } else if (Clock::now() - (*changed)[i] > timeout_) {
       // A node that finished its ranks stops heartbeating; that is no loss.
-      Result<bool> done = store_->check({fmt::format("done/{}", n)});
+      Result<bool> done = store_->check({rdzv_keys::done(n)});
       if (done && *done) continue;
       fail(fmt::format("peer node {} lost: no heartbeat for {} s", n, timeout_s), false);
     }
   }
-  if (Result<bool> aborted = store_->check({"job/abort"}); aborted && *aborted) {
-    Result<std::string> why = store_->get("job/abort", milliseconds(1000));
+  if (Result<bool> aborted = store_->check({rdzv_keys::job_abort()}); aborted && *aborted) {
+    Result<std::string> why = store_->get(rdzv_keys::job_abort(), milliseconds(1000));
     fail("another node aborted the job: " + (why ? *why : std::string("?")), false);
   }
   return true;

@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "agent/progress_watch.h"
+#include "comm/rendezvous/keys.h"
 #include "common/exit_codes.h"
 #include "common/log.h"
 #include "common/proc_stat.h"
@@ -42,7 +43,7 @@ struct Cause {
 class Supervision {
  public:
   Supervision(WorkerGroup& group, const SuperviseContext& c)
-      : group_(group), c_(c), restart_key_(fmt::format("restart/{}", c.restarts + 1)), watch_(pipes(group)) {}
+      : group_(group), c_(c), restart_key_(rdzv_keys::restart(c.restarts + 1)), watch_(pipes(group)) {}
 
   Result<GroupEnd> run() {
     while (group_.running() > 0) {
@@ -71,7 +72,7 @@ class Supervision {
   // Whether a rank that exited 0 reported, through the store, that its run reached the end.
   bool reported_finished(int rank) {
     if (c_.store == nullptr) return false;
-    Result<bool> there = c_.store->check({fmt::format("{}finished/{}", c_.finished_prefix, rank)});
+    Result<bool> there = c_.store->check({rdzv_keys::finished(c_.finished_prefix, rank)});
     return there && *there;
   }
   bool early_exit(const WorkerExit& e) const { return !e.signaled && e.code == 0 && early_.count(e.pid) > 0; }
@@ -148,7 +149,7 @@ class Supervision {
   // Kills the local workers, then tells the other nodes (unless the store is what failed).
   Status abort(const Cause& cause, bool tell_others) {
     group_.kill_all();
-    if (tell_others) (void)c_.store->set("job/abort", fmt::format("node {}: {}", c_.node, cause.what));
+    if (tell_others) (void)c_.store->set(rdzv_keys::job_abort(), fmt::format("node {}: {}", c_.node, cause.what));
     return status_for_exit_code(cause.code, cause.what + "; stopping every worker of this node");
   }
 

@@ -73,7 +73,7 @@ struct WorkerEnv {
   int coordinator_port = 0;
   std::string node_name;
   std::string node_addr;
-  std::string attempt;  // "a0.0"; the worker's keys live under "a0.0/"
+  std::string attempt;  // "a0.0": the scope of the group's rendezvous keys (comm/rendezvous/keys.h)
   std::string init;
   double model_flops_per_token = 0;
   double peak_flops_per_rank = 0;
@@ -86,8 +86,6 @@ struct WorkerEnv {
   std::string trace;        // empty: not set
   std::string cuda_visible_devices;  // empty: not set
 
-  // This attempt's rendezvous key prefix, "a0.0/" (empty when no attempt was given).
-  std::string key_prefix() const { return attempt.empty() ? "" : attempt + "/"; }
   // "HOST:PORT", as PARTRAIN_COORDINATOR carries it.
   std::string coordinator() const { return coordinator_host + ":" + std::to_string(coordinator_port); }
 };

@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include "comm/rendezvous/keys.h"
+
 namespace partrain::worker {
 
 CommitRequester::CommitRequester(std::unique_ptr<comm::RendezvousClient> client, std::string prefix,
@@ -11,11 +13,11 @@ CommitRequester::CommitRequester(std::unique_ptr<comm::RendezvousClient> client,
 
 Status CommitRequester::commit(const store::TrainState& state, int rank, std::vector<store::PieceRecord> pieces) {
   const std::string value = (rank == 0 ? store::encode_state(state) : std::string()) + store::encode_pieces(pieces);
-  PARTRAIN_RETURN_IF_ERROR(client_->set(fmt::format("{}ckpt/{}/{}", prefix_, state.step, rank), value));
+  PARTRAIN_RETURN_IF_ERROR(client_->set(rdzv_keys::checkpoint_rank(prefix_, state.step, rank), value));
   if (rank == 0) {
-    PARTRAIN_RETURN_IF_ERROR(client_->set(fmt::format("{}ckpt/seq/{}", prefix_, saves_++), std::to_string(state.step)));
+    PARTRAIN_RETURN_IF_ERROR(client_->set(rdzv_keys::checkpoint_seq(prefix_, saves_++), std::to_string(state.step)));
   }
-  Result<std::string> ack = client_->get(fmt::format("{}ckpt/{}/ack", prefix_, state.step), timeout_);
+  Result<std::string> ack = client_->get(rdzv_keys::checkpoint_ack(prefix_, state.step), timeout_);
   if (!ack) return ack.status();
   if (*ack != "ok") {
     return Status::io_error(fmt::format("checkpoint of step {} was not committed: {}", state.step, *ack));

@@ -2,7 +2,7 @@
 // rendezvous store that this rank's shard of a step is durable, and waits for the commit.
 // Workers never open the RocksDB state store; the coordinator agent alone does.
 //
-// Keys (PREFIX = this attempt's, e.g. "a0.0/"):
+// Keys (PREFIX = this attempt's, e.g. "a0.0/"; built in comm/rendezvous/keys.h):
 //   PREFIX ckpt/STEP/RANK   this rank's piece records (rank 0's start with the state line)
 //   PREFIX ckpt/seq/N       rank 0's N-th save of this attempt is of step STEP
 //   PREFIX ckpt/STEP/ack    set by the coordinator: "ok", or why the commit failed

@@ -19,6 +19,7 @@
 #include <fmt/format.h>
 
 #include "comm/rendezvous/client.h"
+#include "comm/rendezvous/keys.h"
 #include "comm/rendezvous/secret.h"
 #include "common/exit_codes.h"
 #include "common/log.h"
@@ -50,7 +51,7 @@ comm::GlooOptions gloo_options(const WorkerEnv& w) {
 
 // The checkpoint the coordinator chose for this attempt ("none": a fresh start).
 Result<std::optional<store::Checkpoint>> fetch_resume(comm::RendezvousClient& store, const std::string& prefix) {
-  Result<std::string> text = store.get(prefix + "resume", std::chrono::minutes(10));
+  Result<std::string> text = store.get(rdzv_keys::resume(prefix), std::chrono::minutes(10));
   if (!text) return text.status();
   if (*text == "none") return std::optional<store::Checkpoint>{};
   Result<store::Checkpoint> c = store::decode_checkpoint(*text);
@@ -61,6 +62,7 @@ Result<std::optional<store::Checkpoint>> fetch_resume(comm::RendezvousClient& st
 Status run(const std::string& job_path, const std::atomic<bool>* stop) {
   Result<WorkerEnv> w = worker_env_from_env();
   if (!w) return w.status();
+  const std::string scope = rdzv_keys::attempt_scope(w->attempt);  // this attempt's keys
   log::set_context("", w->node_name, w->rank);
   Result<config::SiteConfig> site = config::load_site_config("");
   if (!site) return site.status();
@@ -95,13 +97,13 @@ Status run(const std::string& job_path, const std::atomic<bool>* stop) {
   if (!secret) return secret.status();
   Result<std::unique_ptr<comm::RendezvousClient>> store = comm::RendezvousClient::connect(w->coordinator_host, w->coordinator_port, *secret);
   if (!store) return store.status();
-  Result<std::optional<store::Checkpoint>> resume = fetch_resume(**store, w->key_prefix());
+  Result<std::optional<store::Checkpoint>> resume = fetch_resume(**store, scope);
   if (!resume) return resume.status();
   Result<std::unique_ptr<comm::RendezvousClient>> commit_client = (*store)->clone();
   if (!commit_client) return commit_client.status();
-  CommitRequester committer(std::move(commit_client).value(), w->key_prefix());
+  CommitRequester committer(std::move(commit_client).value(), scope);
   GroupOptions go;
-  go.prefix = w->key_prefix();
+  go.prefix = scope;
   go.device = job->device;
   go.gloo = gloo_options(*w);
   go.pp_chunks = pipe ? pipe->schedule.shape.v : 1;
@@ -125,7 +127,7 @@ Status run(const std::string& job_path, const std::atomic<bool>* stop) {
   PARTRAIN_RETURN_IF_ERROR(train(r));
   // Success is the run's end reached, said through the rendezvous: the agent counts an exit 0
   // without this key as a failure of this rank (agent/supervise.h).
-  return (*store)->set(fmt::format("{}finished/{}", w->key_prefix(), w->rank), std::to_string(job->training.steps));
+  return (*store)->set(rdzv_keys::finished(scope, w->rank), std::to_string(job->training.steps));
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "comm/rendezvous/keys.h"
 #include "worker/transports.h"
 
 namespace partrain::worker {
@@ -41,7 +42,7 @@ Result<ProcessGroups> ProcessGroups::create(const Layout& layout, int rank, comm
   for (const AxisGroup& a : axes) {
     const std::vector<int> members = layout.group(a.axis, rank);
     if (!a.wanted || (members.size() < 2 && !a.single)) continue;
-    const comm::GroupSpec spec{fmt::format("{}{}{}", options.prefix, a.name, members.front()), members, rank};
+    const comm::GroupSpec spec{rdzv_keys::group(options.prefix, a.name, members.front()), members, rank};
     Result<GroupComms> g = make_group(spec, store, options.device, options.gloo, out.gpu_ids_.get());
     if (!g) return g.status();
     out.groups_.push_back({a.axis, std::move(g->comm), std::move(g->host)});
@@ -70,7 +71,7 @@ Status ProcessGroups::add_pp_channels(const Layout& layout, int rank, comm::Rend
     if (e.from != me && e.to != me) continue;
     const int a = pp[static_cast<size_t>(e.from)], b = pp[static_cast<size_t>(e.to)];
     const comm::GroupSpec spec{
-        fmt::format("{}pp{}{}-{}", o.prefix, e.stream == PpStream::kActivation ? "a" : "g", a, b), {a, b}, rank};
+        rdzv_keys::pp_channel(o.prefix, e.stream == PpStream::kActivation, a, b), {a, b}, rank};
     Result<GroupComms> g = make_group(spec, store, o.device, o.gloo, gpu_ids_.get(), /*with_host=*/false);
     if (!g) return g.status();
     channels_.push_back({e.stream, e.from, e.to, std::move(g->comm)});

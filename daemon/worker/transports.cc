@@ -8,6 +8,7 @@
 #include <map>
 
 #include "comm/nccl/nccl_communicator.h"  // NcclOptions (the functions are the module's)
+#include "comm/rendezvous/keys.h"
 #include "comm/staged/staged_communicator.h"
 #include "common/log.h"
 #include "gpu/cuda_module.h"
@@ -73,7 +74,7 @@ const char* transport_name(Transport t) {
 Result<std::string> GpuIds::of(int rank) {
   auto it = ids_.find(rank);
   if (it != ids_.end()) return it->second;
-  Result<std::string> id = store_->get(fmt::format("{}gpu/{}", prefix_, rank), timeout_);
+  Result<std::string> id = store_->get(rdzv_keys::gpu(prefix_, rank), timeout_);
   if (!id) return id.status().prefixed("the GPU id of rank " + std::to_string(rank) + ": ");
   ids_[rank] = *id;
   return *id;
@@ -85,7 +86,7 @@ Result<GpuIds> GpuIds::publish(comm::RendezvousClient& store, const std::string&
   if (!m) return m.status();
   Result<std::string> mine = (*m)->device_uuid(0);  // the one GPU the agent made visible
   if (!mine) return mine.status();
-  PARTRAIN_RETURN_IF_ERROR(store.set(fmt::format("{}gpu/{}", prefix, rank), *mine));
+  PARTRAIN_RETURN_IF_ERROR(store.set(rdzv_keys::gpu(prefix, rank), *mine));
   GpuIds ids;
   ids.store_ = &store;
   ids.prefix_ = prefix;

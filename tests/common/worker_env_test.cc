@@ -37,7 +37,7 @@ TEST(WorkerEnv, ReadsWhatTheAgentWrites) {
   EXPECT_EQ(w->coordinator_port, 29400);
   EXPECT_EQ(w->node_name, "node8");
   EXPECT_EQ(w->node_addr, "10.0.0.8");
-  EXPECT_EQ(w->key_prefix(), "a2.1/");
+  EXPECT_EQ(w->attempt, "a2.1");
   EXPECT_EQ(w->model_flops_per_token, 7.5e8);
   EXPECT_EQ(w->peak_flops_per_rank, 0.0);
 }
@@ -132,7 +132,7 @@ TEST(WorkerEnv, OptionalKeysDefault) {
   Result<WorkerEnv> w = read(e);
   ASSERT_TRUE(w) << w.status().message();
   EXPECT_EQ(w->local_rank, 0);
-  EXPECT_EQ(w->key_prefix(), "");
+  EXPECT_EQ(w->attempt, "");
   EXPECT_EQ(w->model_flops_per_token, 0.0);
 }
 

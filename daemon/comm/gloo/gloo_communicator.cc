@@ -31,6 +31,7 @@
 #include <gloo/transport/unbound_buffer.h>
 
 #include "comm/gloo/gloo_store.h"
+#include "comm/rendezvous/keys.h"
 #include "common/dtype.h"
 #include "common/log.h"
 #include "common/progress.h"
@@ -420,7 +421,7 @@ class GlooCommunicator final : public Communicator {
   std::shared_ptr<::gloo::rendezvous::Context> mesh(RendezvousClient& store, const std::string& which) {
     auto ctx = std::make_shared<::gloo::rendezvous::Context>(rank_, size());
     ctx->setTimeout(options_.connect_timeout);
-    GlooStore gloo_store(store, fmt::format("gloo/{}/{}/", spec_.name, which), options_.connect_timeout);
+    GlooStore gloo_store(store, rdzv_keys::gloo_context(spec_.name, which), options_.connect_timeout);
     ctx->connectFullMesh(gloo_store, device_);
     ctx->setTimeout(options_.timeout);
     return ctx;

@@ -1,4 +1,5 @@
 #include "comm/nccl/nccl_communicator.h"
+#include "comm/rendezvous/keys.h"
 
 #include <algorithm>
 #include <atomic>
@@ -98,7 +99,7 @@ class NcclCommunicator final : public Communicator, public std::enable_shared_fr
       PARTRAIN_RETURN_IF_ERROR(nccl("ncclGetUniqueId", ncclGetUniqueId(&id)));
       bytes.assign(reinterpret_cast<const char*>(&id), sizeof(id));
     }
-    auto shared = store.share(fmt::format("nccl/{}/id", spec_.name), rank_ == 0, bytes, options_.connect_timeout);
+    auto shared = store.share(rdzv_keys::nccl_id(spec_.name), rank_ == 0, bytes, options_.connect_timeout);
     if (!shared) return shared.status().prefixed(fmt::format("NCCL unique id of {}: ", describe()));
     if (shared->size() != sizeof(id)) {
       return Status::internal(fmt::format("NCCL unique id of {} has {} bytes, not {}", describe(), shared->size(),

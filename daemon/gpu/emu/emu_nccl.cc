@@ -18,6 +18,7 @@
 #include <fmt/ranges.h>
 
 #include "comm/gloo/gloo_communicator.h"
+#include "comm/rendezvous/keys.h"
 #include "common/log.h"
 #include "gpu/emu/device_arena.h"
 
@@ -366,10 +367,10 @@ class EmuNcclHandle final : public Communicator {
 Status check_distinct_gpus(const comm::GroupSpec& spec, int rank, comm::RendezvousClient& store,
                            const comm::NcclOptions& o) {
   const std::string mine = device_uuid(std::max(0, o.device));
-  PARTRAIN_RETURN_IF_ERROR(store.set(fmt::format("emu/{}/gpu/{}", spec.name, rank), mine));
+  PARTRAIN_RETURN_IF_ERROR(store.set(rdzv_keys::emu_gpu(spec.name, rank), mine));
   std::map<std::string, int> seen;
   for (size_t r = 0; r < spec.members.size(); ++r) {
-    Result<std::string> id = store.get(fmt::format("emu/{}/gpu/{}", spec.name, r), o.connect_timeout);
+    Result<std::string> id = store.get(rdzv_keys::emu_gpu(spec.name, r), o.connect_timeout);
     if (!id) return id.status();
     auto [it, fresh] = seen.emplace(*id, static_cast<int>(r));
     if (!fresh) {
