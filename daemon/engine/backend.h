@@ -153,6 +153,17 @@ class Backend {
   // dst[0 .. src.numel()) <- src (any float dtype), converted to float; waits for the device.
   virtual void to_host(float* dst, const Tensor& src) = 0;
   virtual void to_host_i32(int32_t* dst, const Tensor& src) = 0;
+  // True when t's elements are fp32 in host memory that any thread may read directly (a
+  // CPU rank's fp32 tensors): an asynchronous checkpoint then copies them on its own
+  // thread while the next step computes. False on a device, whose copies go through its
+  // stream.
+  virtual bool host_readable(const Tensor& /*t*/) const { return false; }
+  // Page-locks [p, p + bytes) of host memory for fast device copies (cudaHostRegister), for
+  // host buffers reused many times (a checkpoint's staging buffer); false where the backend
+  // has no use for it (CPU) or the driver refused (the buffer still works, unpinned).
+  // unpin_host undoes it before the memory is freed.
+  virtual bool pin_host(void* /*p*/, size_t /*bytes*/) { return false; }
+  virtual void unpin_host(void* /*p*/) {}
   // Device-to-device copy of src.numel() elements, same dtype.
   virtual void copy(const Tensor& dst, const Tensor& src) = 0;
   // Waits until every queued op has finished (for timing).

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <string_view>
 
 #include "common/progress.h"
 
@@ -16,9 +17,17 @@ namespace partrain::store {
 bool fault_armed(const char* point, int64_t step, int rank) {
   const char* spec = std::getenv("PARTRAIN_FAULT");
   if (spec == nullptr || *spec == '\0') return false;
-  const std::string s = spec;
+  // A comma-separated list: any entry may match.
   const std::string head = std::string(point) + ":" + std::to_string(step);
-  if (s != head && s != head + ":" + std::to_string(rank)) return false;
+  const std::string with_rank = head + ":" + std::to_string(rank);
+  bool named = false;
+  for (std::string_view rest = spec; !rest.empty() && !named;) {
+    const size_t comma = rest.find(',');
+    const std::string_view entry = rest.substr(0, comma);
+    named = entry == head || entry == with_rank;
+    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+  }
+  if (!named) return false;
   // PARTRAIN_FAULT_ONCE=FILE: only the first process to get here dies (it creates FILE), so a
   // restarted worker group runs past the same point.
   if (const char* once = std::getenv("PARTRAIN_FAULT_ONCE"); once != nullptr && *once != '\0') {

@@ -18,6 +18,10 @@
 // grads_done is about to be called; one second later the process reports the phase "in the
 // data plugin", then sleeps there for ever, running and in no wait, while its peers, silent
 // longer, wait for it in the collectives).
+// One only delays: slow_snapshot (an asynchronous save's background copy of a CPU rank's
+// state, made while the next step computes, starts 500 ms late: slower than that step's
+// forward and backward, so its update must wait for the copy).
+// PARTRAIN_FAULT may name several points, comma-separated (e.g. slow_snapshot:4,after_step:6).
 #pragma once
 
 #include <cstdint>

@@ -1,7 +1,11 @@
 // See saver.h.
 #include "store/saver.h"
 
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstring>
 #include <functional>
 #include <map>
 
@@ -17,6 +21,9 @@ namespace {
 
 namespace train = partrain::engine::train;
 using Clock = std::chrono::steady_clock;
+// The background save's niceness: on a rank whose compute threads fill the cores it runs in
+// their gaps (a save takes several steps' time to fall due again), elsewhere at full speed.
+constexpr int kWriterNice = 10;
 double ms_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
@@ -244,11 +251,12 @@ Status restore_trainer(train::Trainer& trainer, const std::string& root, const C
   return Status::ok();
 }
 
-// This rank's pieces copied to host memory at a step boundary.
+// This rank's pieces copied to host memory at a step boundary: piece i's elements are
+// staging[offsets[i], offsets[i] + its length).
 struct CheckpointSaver::Snapshot {
   TrainState state;
   std::vector<PieceSpec> specs;
-  std::vector<std::vector<float>> data;
+  std::vector<size_t> offsets;
   uint64_t bytes = 0;
 };
 
@@ -256,6 +264,15 @@ CheckpointSaver::CheckpointSaver(SaverOptions options, Committer* committer)
     : o_(std::move(options)), committer_(committer) {}
 
 CheckpointSaver::~CheckpointSaver() { (void)wait(); }
+
+Status CheckpointSaver::before_update(train::StepMetrics* m) {
+  std::unique_lock<std::mutex> lock(copy_mu_);
+  if (!copy_pending_) return Status::ok();
+  const auto t0 = Clock::now();
+  copy_done_.wait(lock, [this] { return !copy_pending_; });
+  m->save_wait_ms = ms_since(t0);
+  return Status::ok();
+}
 
 Status CheckpointSaver::wait() {
   if (!thread_.joinable()) return Status::ok();
@@ -267,7 +284,7 @@ Status CheckpointSaver::write_and_commit(const Snapshot& s) {
   trace::Span span("checkpoint write and commit", trace::Lane::kIo);
   const auto t0 = Clock::now();
   std::vector<PieceData> views;
-  for (size_t i = 0; i < s.specs.size(); ++i) views.push_back({s.specs[i], s.data[i].data()});
+  for (size_t i = 0; i < s.specs.size(); ++i) views.push_back({s.specs[i], staging_.data() + s.offsets[i]});
   Result<std::vector<PieceRecord>> records = write_shard(o_.root, s.state.step, o_.rank, views);
   if (!records) return records.status();
   const double write_ms = ms_since(t0);
@@ -312,20 +329,62 @@ Status CheckpointSaver::after_step(train::Trainer& trainer, bool final, train::S
   st.tokens = trainer.tokens();
   st.layout = o_.layout_name;
   st.world = o_.world;
+  // Into the staging buffer the previous save (finished above) used: after the first save
+  // the copy touches no new page.
+  const std::vector<PieceView> views = layout->save_views(trainer);
+  size_t total = 0;
+  bool host_readable = true;
+  for (const PieceView& v : views) {
+    snap->offsets.push_back(total);
+    snap->specs.push_back(v.spec);
+    total += static_cast<size_t>(v.spec.end - v.spec.begin);
+    host_readable = host_readable && be.host_readable(v.tensor);
+  }
+  staging_.reserve(total, be);
+  snap->bytes = total * sizeof(float);
+  if (o_.async && !final && host_readable) {
+    // A CPU rank's state: copied on the save's thread while the next step's forward and
+    // backward run (they only read it); that step's update waits for the copy
+    // (before_update), then training and the write go on side by side.
+    m->save_mb_per_s = last_mb_per_s_ > 0 ? last_mb_per_s_ : -1;
+    std::vector<const float*> sources;
+    for (const PieceView& v : views) sources.push_back(static_cast<const float*>(v.tensor.data));
+    copy_pending_ = true;
+    thread_ = std::thread([this, snap, sources = std::move(sources)] {
+      // Behind the compute threads when cores are short: the step is what a user waits for.
+      (void)setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), kWriterNice);
+      {
+        trace::Span span("checkpoint copy to host", trace::Lane::kIo);
+        if (fault_armed("slow_snapshot", snap->state.step, o_.rank)) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(500));
+        }
+        for (size_t i = 0; i < sources.size(); ++i) {
+          const PieceSpec& spec = snap->specs[i];
+          std::memcpy(staging_.data() + snap->offsets[i], sources[i],
+                      static_cast<size_t>(spec.end - spec.begin) * sizeof(float));
+        }
+      }
+      {
+        std::lock_guard<std::mutex> lock(copy_mu_);
+        copy_pending_ = false;
+      }
+      copy_done_.notify_all();
+      async_status_ = write_and_commit(*snap);
+    });
+    m->save_stall_ms = ms_since(t0);
+    return Status::ok();
+  }
   {
     trace::Span span("checkpoint copy to host", trace::Lane::kIo);
-    for (const PieceView& v : layout->save_views(trainer)) {
-      std::vector<float> data(static_cast<size_t>(v.spec.end - v.spec.begin));
-      be.to_host(data.data(), v.tensor);
-      snap->bytes += data.size() * sizeof(float);
-      snap->specs.push_back(v.spec);
-      snap->data.push_back(std::move(data));
-    }
+    for (size_t i = 0; i < views.size(); ++i) be.to_host(staging_.data() + snap->offsets[i], views[i].tensor);
   }
   if (o_.async && !final) {
     // Of the previous save: this one is still running (-1: none has finished yet).
     m->save_mb_per_s = last_mb_per_s_ > 0 ? last_mb_per_s_ : -1;
-    thread_ = std::thread([this, snap] { async_status_ = write_and_commit(*snap); });
+    thread_ = std::thread([this, snap] {
+      (void)setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), kWriterNice);
+      async_status_ = write_and_commit(*snap);
+    });
   } else {
     PARTRAIN_RETURN_IF_ERROR(write_and_commit(*snap));
     m->save_mb_per_s = last_mb_per_s_;

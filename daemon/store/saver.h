@@ -4,8 +4,11 @@
 // piece records to a Committer (the coordinator commits once every rank's are in).
 // Restoring reads back whatever ranges this rank needs from the pieces of any layout.
 //
-// Asynchronous saving: the copy to host memory is the only stall; a background thread
-// writes and commits while training goes on. A save that falls due while the previous one
+// Asynchronous saving: the copy to host memory (into a buffer kept from save to save,
+// staging_buffer.h) is the only stall; a background thread writes and commits while
+// training goes on. On a CPU rank even the copy leaves the step: the background thread
+// makes it while the next step's forward and backward read the same state, and that step's
+// optimizer update waits for it (before_update). A save that falls due while the previous one
 // is still running waits for it first; the final save is waited for before run() returns.
 #pragma once
 
@@ -25,6 +28,7 @@
 #include "engine/train/trainer.h"
 #include "store/manifest.h"
 #include "store/shard_file.h"
+#include "store/staging_buffer.h"
 
 namespace partrain::store {
 
@@ -168,6 +172,8 @@ class CheckpointSaver final : public engine::train::SaveHook {
   // Saves when due (every N steps, and the final step): this rank's pieces (the layout's
   // save views) copied to host memory, then written and committed.
   Status after_step(engine::train::Trainer& trainer, bool final, engine::train::StepMetrics* m) override;
+  // Before the optimizer step: waits for an asynchronous save's copy of the state, if any.
+  Status before_update(engine::train::StepMetrics* m) override;
   // Waits for the save in flight, if any; its status.
   Status wait();
 
@@ -179,6 +185,11 @@ class CheckpointSaver final : public engine::train::SaveHook {
   Committer* committer_;
   std::thread thread_;        // the save in flight (async)
   Status async_status_;       // its result, read after join
+  StagingBuffer staging_;     // the snapshot's host copy, reused by every save
+  // A CPU rank's asynchronous save copies the state on its thread: set until it has.
+  std::mutex copy_mu_;
+  std::condition_variable copy_done_;
+  bool copy_pending_ = false;
   double last_mb_per_s_ = 0;  // of the last finished save
 };
 

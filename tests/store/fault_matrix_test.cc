@@ -107,6 +107,15 @@ TEST_F(FaultMatrix, SynchronousSavesResumeBitIdentical) {
   crash_and_resume("after_step:10:0", 8, "dp2", 2, "async = false\n");
 }
 
+// An asynchronous save on CPU ranks copies the state while the next step computes; here that
+// copy starts late, after the next step's forward and backward: the update must wait for it,
+// or the checkpoint of step 4 would hold step 5's weights and the resume would differ.
+TEST_F(FaultMatrix, ASlowBackgroundCopyStillHoldsItsOwnStep) {
+  crash_and_resume("slow_snapshot:4,after_step:6", 4, "", 0);
+  fs::remove_all(dir_ + "/crash");
+  crash_and_resume("slow_snapshot:4:1,after_step:7:1", 4, "dp2", 2);
+}
+
 // Rank 1 dies with half its shard of step 8 written: step 8 never committed, step 4 is used
 // and the half-written folder is removed.
 TEST_F(FaultMatrix, WorkerKilledDuringACheckpointWrite) {

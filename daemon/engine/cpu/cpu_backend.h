@@ -15,6 +15,7 @@ class CpuBackend : public Backend {
   ~CpuBackend() override;
 
   std::string name() const override { return "cpu"; }
+  bool host_readable(const Tensor& t) const override { return t.dtype == DType::kF32; }
   DType param_dtype() const override { return DType::kF32; }
   DType grad_dtype() const override { return DType::kF32; }
   DType act_dtype() const override { return DType::kF32; }

@@ -184,6 +184,14 @@ void CudaBackend::to_device_i32(const Tensor& dst, const int32_t* src) {
   check(cuda_status(cudaEventRecord(slot.done, ctx_.stream), "to_device_i32"));
 }
 
+bool CudaBackend::pin_host(void* p, size_t bytes) {
+  // Portable: any context of the process may copy through it. Failing is not an error:
+  // the copies still work from pageable memory, more slowly.
+  return cudaHostRegister(p, bytes, cudaHostRegisterPortable) == cudaSuccess;
+}
+
+void CudaBackend::unpin_host(void* p) { (void)cudaHostUnregister(p); }
+
 void CudaBackend::to_host(float* dst, const Tensor& src) {
   op_mark("to_host");
   if (!ok() || src.empty()) return;

@@ -55,6 +55,8 @@ class CudaBackend final : public Backend {
   void to_device_i32(const Tensor& dst, const int32_t* src) override;
   void to_host(float* dst, const Tensor& src) override;
   void to_host_i32(int32_t* dst, const Tensor& src) override;
+  bool pin_host(void* p, size_t bytes) override;
+  void unpin_host(void* p) override;
   // Same dtype: a device copy; otherwise converted (e.g. bf16 params -> fp32 master).
   void copy(const Tensor& dst, const Tensor& src) override;
   void synchronize() override;

@@ -70,10 +70,14 @@ class MicroBatchRunner {
 // Checkpointing, seen from the loop: called after every optimizer step. `final` is set
 // after the last step of this run (train.steps reached, or a stop was decided): a save is
 // due then. Fills m->save_* when it saved.
+// before_update is called before each optimizer step changes the weights and moments: a
+// save that copies them in the background while the next step's forward and backward run
+// finishes that copy first (the wait goes into m->save_wait_ms).
 class SaveHook {
  public:
   virtual ~SaveHook() = default;
   virtual Status after_step(Trainer& trainer, bool final, StepMetrics* m) = 0;
+  virtual Status before_update(StepMetrics* /*m*/) { return Status::ok(); }
 };
 
 }  // namespace partrain::engine::train

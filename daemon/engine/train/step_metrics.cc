@@ -40,6 +40,7 @@ std::string metrics_json(const StepMetrics& m) {
     line += fmt::format(",\"save_stall_ms\":{:.3f}", m.save_stall_ms);
     if (m.save_mb_per_s >= 0) line += fmt::format(",\"save_mb_s\":{:.1f}", m.save_mb_per_s);
   }
+  if (m.save_wait_ms > 0) line += fmt::format(",\"save_wait_ms\":{:.3f}", m.save_wait_ms);
   line += fmt::format(",\"tokens_per_s\":{:.1f},\"tokens_per_s_per_rank\":{:.1f}", m.tokens_per_s,
                       m.tokens_per_s_per_rank);
   if (m.mfu > 0) line += fmt::format(",\"mfu\":{:.4f}", m.mfu);
@@ -109,6 +110,7 @@ std::string step_summary(const StepMetrics& m) {
                ? fmt::format(" | checkpoint: {:.1f} ms stall, {:.1f} MB/s", m.save_stall_ms, m.save_mb_per_s)
                : fmt::format(" | checkpoint: {:.1f} ms stall, writing in the background", m.save_stall_ms);
   }
+  if (m.save_wait_ms > 0) out += fmt::format(" | waited {:.1f} ms for the checkpoint's copy", m.save_wait_ms);
   return out;
 }
 

@@ -69,6 +69,9 @@ struct StepMetrics {
   // is still being written, so no rate is known yet).
   double save_stall_ms = 0;
   double save_mb_per_s = 0;
+  // The step after an asynchronous save on host memory: how long its optimizer update
+  // waited for that save's background copy of the state (0 when it did not wait).
+  double save_wait_ms = 0;
   // Throughput of the step: tokens/s of the job and per rank, and the model FLOPs
   // utilisation (0 when the run has no FLOP count or peak; see RunOptions).
   double tokens_per_s = 0, tokens_per_s_per_rank = 0, mfu = 0;

@@ -288,7 +288,9 @@ Result<StepMetrics> Trainer::step() {
     PARTRAIN_RETURN_IF_ERROR(hooks_->sync_grads(&m));
     PARTRAIN_RETURN_IF_ERROR(hooks_->reduce_loss(&loss, &stop_));
   }
-  // Clip by the global norm and take one AdamW step per part at this step's learning rate.
+  // Clip by the global norm and take one AdamW step per part at this step's learning rate,
+  // once an asynchronous save has copied the state the step is about to change.
+  if (save_hook_ != nullptr) PARTRAIN_RETURN_IF_ERROR(save_hook_->before_update(&m));
   const auto t_opt = Clock::now();
   m.lr = lr_at(tr, step_);
   Result<float> norm = clip_norm();
