@@ -10,14 +10,16 @@ if(PARTRAIN_CUDA)
   include(CheckLanguage)
   check_language(CUDA)
   if(CMAKE_CUDA_COMPILER)
+    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+      # Hopper (H100/H200) natively; PTX for 80 lets A100 and newer JIT. Set before
+      # enable_language, which otherwise caches nvcc's own default (75 for nvcc 13), and
+      # that default is what packages used to ship: no native Hopper code at all.
+      set(CMAKE_CUDA_ARCHITECTURES "80-virtual;90" CACHE STRING "CUDA architectures of the kernels")
+    endif()
     enable_language(CUDA)
     find_package(CUDAToolkit REQUIRED)
     set(CMAKE_CUDA_STANDARD 17)
     set(CMAKE_CUDA_STANDARD_REQUIRED ON)
-    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES OR CMAKE_CUDA_ARCHITECTURES STREQUAL "52")
-      # Hopper (H100/H200) natively; PTX for 80 lets A100 and newer JIT.
-      set(CMAKE_CUDA_ARCHITECTURES 80-virtual 90)
-    endif()
     find_library(NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} /usr/local/cuda/lib64)
     find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} /usr/local/cuda/include)
     if(NCCL_LIBRARY AND NCCL_INCLUDE_DIR)
