@@ -350,20 +350,21 @@ Status CheckpointSaver::after_step(train::Trainer& trainer, bool final, train::S
     std::vector<const float*> sources;
     for (const PieceView& v : views) sources.push_back(static_cast<const float*>(v.tensor.data));
     copy_pending_ = true;
-    thread_ = std::thread([this, snap, sources = std::move(sources)] {
+    // Begun here, so a trace shows the copy under the step that saved (--trace); it ends
+    // when the background copy does.
+    auto copy_span = std::make_shared<trace::Span>("checkpoint copy to host", trace::Lane::kIo);
+    thread_ = std::thread([this, snap, sources = std::move(sources), copy_span]() mutable {
       // Behind the compute threads when cores are short: the step is what a user waits for.
       (void)setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), kWriterNice);
-      {
-        trace::Span span("checkpoint copy to host", trace::Lane::kIo);
-        if (fault_armed("slow_snapshot", snap->state.step, o_.rank)) {
-          std::this_thread::sleep_for(std::chrono::milliseconds(500));
-        }
-        for (size_t i = 0; i < sources.size(); ++i) {
-          const PieceSpec& spec = snap->specs[i];
-          std::memcpy(staging_.data() + snap->offsets[i], sources[i],
-                      static_cast<size_t>(spec.end - spec.begin) * sizeof(float));
-        }
+      if (fault_armed("slow_snapshot", snap->state.step, o_.rank)) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(500));
       }
+      for (size_t i = 0; i < sources.size(); ++i) {
+        const PieceSpec& spec = snap->specs[i];
+        std::memcpy(staging_.data() + snap->offsets[i], sources[i],
+                    static_cast<size_t>(spec.end - spec.begin) * sizeof(float));
+      }
+      copy_span.reset();
       {
         std::lock_guard<std::mutex> lock(copy_mu_);
         copy_pending_ = false;
