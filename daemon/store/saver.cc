@@ -298,6 +298,37 @@ Status CheckpointSaver::write_and_commit(const Snapshot& s) {
   return Status::ok();
 }
 
+// A CPU rank's state: copied on the save's thread while the next step's forward and backward
+// run (they only read it); that step's update waits for the copy (before_update), then
+// training and the write go on side by side.
+void CheckpointSaver::copy_and_write_in_background(std::shared_ptr<Snapshot> snap, const std::vector<PieceView>& views) {
+  std::vector<const float*> sources;
+  for (const PieceView& v : views) sources.push_back(static_cast<const float*>(v.tensor.data));
+  copy_pending_ = true;
+  // Begun here, so a trace shows the copy under the step that saved (--trace); it ends when
+  // the background copy does.
+  auto copy_span = std::make_shared<trace::Span>("checkpoint copy to host", trace::Lane::kIo);
+  thread_ = std::thread([this, snap, sources = std::move(sources), copy_span]() mutable {
+    // Behind the compute threads when cores are short: the step is what a user waits for.
+    (void)setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), kWriterNice);
+    if (fault_armed("slow_snapshot", snap->state.step, o_.rank)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    }
+    for (size_t i = 0; i < sources.size(); ++i) {
+      const PieceSpec& spec = snap->specs[i];
+      std::memcpy(staging_.data() + snap->offsets[i], sources[i],
+                  static_cast<size_t>(spec.end - spec.begin) * sizeof(float));
+    }
+    copy_span.reset();
+    {
+      std::lock_guard<std::mutex> lock(copy_mu_);
+      copy_pending_ = false;
+    }
+    copy_done_.notify_all();
+    async_status_ = write_and_commit(*snap);
+  });
+}
+
 Status CheckpointSaver::after_step(train::Trainer& trainer, bool final, train::StepMetrics* m) {
   ReplicatedDpLayout replicated(o_.dp, o_.dp_rank);
   StateLayout* layout = o_.layout != nullptr ? o_.layout : &replicated;
@@ -343,35 +374,8 @@ Status CheckpointSaver::after_step(train::Trainer& trainer, bool final, train::S
   staging_.reserve(total, be);
   snap->bytes = total * sizeof(float);
   if (o_.async && !final && host_readable) {
-    // A CPU rank's state: copied on the save's thread while the next step's forward and
-    // backward run (they only read it); that step's update waits for the copy
-    // (before_update), then training and the write go on side by side.
     m->save_mb_per_s = last_mb_per_s_ > 0 ? last_mb_per_s_ : -1;
-    std::vector<const float*> sources;
-    for (const PieceView& v : views) sources.push_back(static_cast<const float*>(v.tensor.data));
-    copy_pending_ = true;
-    // Begun here, so a trace shows the copy under the step that saved (--trace); it ends
-    // when the background copy does.
-    auto copy_span = std::make_shared<trace::Span>("checkpoint copy to host", trace::Lane::kIo);
-    thread_ = std::thread([this, snap, sources = std::move(sources), copy_span]() mutable {
-      // Behind the compute threads when cores are short: the step is what a user waits for.
-      (void)setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), kWriterNice);
-      if (fault_armed("slow_snapshot", snap->state.step, o_.rank)) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(500));
-      }
-      for (size_t i = 0; i < sources.size(); ++i) {
-        const PieceSpec& spec = snap->specs[i];
-        std::memcpy(staging_.data() + snap->offsets[i], sources[i],
-                    static_cast<size_t>(spec.end - spec.begin) * sizeof(float));
-      }
-      copy_span.reset();
-      {
-        std::lock_guard<std::mutex> lock(copy_mu_);
-        copy_pending_ = false;
-      }
-      copy_done_.notify_all();
-      async_status_ = write_and_commit(*snap);
-    });
+    copy_and_write_in_background(snap, views);
     m->save_stall_ms = ms_since(t0);
     return Status::ok();
   }

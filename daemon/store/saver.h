@@ -180,6 +180,7 @@ class CheckpointSaver final : public engine::train::SaveHook {
  private:
   struct Snapshot;
   Status write_and_commit(const Snapshot& s);
+  void copy_and_write_in_background(std::shared_ptr<Snapshot> snap, const std::vector<PieceView>& views);
 
   SaverOptions o_;
   Committer* committer_;

@@ -186,9 +186,9 @@ TEST_F(Shards, CoordinatorSkipsADamagedNewestCheckpoint) {
 // vectors above); a large one is read in eight 1 MiB blocks spread over it, the first and
 // last included, so a change there is seen; the keys that differ are named old -> new.
 TEST(RunInputs, NamesEveryChangedKeyAndSeesTheDataChange) {
-  const std::string dir = (fs::path(::testing::TempDir()) / "partrain_run_inputs").lexically_normal().string();
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  // A folder of its own: two test trees run at once on one machine must not share it.
+  const partrain::testing::ScratchDir scratch("partrain_run_inputs");
+  const std::string dir = fs::canonical(scratch.path()).string();
   std::ofstream(dir + "/small.bin") << "123456789";
   EXPECT_EQ(file_digest(dir + "/small.bin"), dir + "/small.bin (9 bytes, crc32c:e3069283)");
   const std::string big = dir + "/big.bin";
@@ -221,7 +221,6 @@ TEST(RunInputs, NamesEveryChangedKeyAndSeesTheDataChange) {
   EXPECT_EQ(changed[0], "model.heads: 4 -> 8");
   EXPECT_EQ(changed[1], "model.norm_eps: 1e-05 -> 1e-06");
   EXPECT_EQ(changed[2].rfind("data.train_files[0]: " + dir + "/small.bin (9 bytes", 0), 0u) << changed[2];
-  fs::remove_all(dir);
 }
 
 }  // namespace
