@@ -21,9 +21,10 @@ namespace {
 
 namespace train = partrain::engine::train;
 using Clock = std::chrono::steady_clock;
-// The background save's niceness: on a rank whose compute threads fill the cores it runs in
-// their gaps (a save takes several steps' time to fall due again), elsewhere at full speed.
-constexpr int kWriterNice = 10;
+// Called first on a background save's thread: nice 10, so on a rank whose compute threads fill
+// the cores it runs in their gaps (the next save is several steps away), elsewhere at full
+// speed. The step is what a user waits for.
+void yield_to_compute() { (void)setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), 10); }
 double ms_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
@@ -309,8 +310,7 @@ void CheckpointSaver::copy_and_write_in_background(std::shared_ptr<Snapshot> sna
   // the background copy does.
   auto copy_span = std::make_shared<trace::Span>("checkpoint copy to host", trace::Lane::kIo);
   thread_ = std::thread([this, snap, sources = std::move(sources), copy_span]() mutable {
-    // Behind the compute threads when cores are short: the step is what a user waits for.
-    (void)setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), kWriterNice);
+    yield_to_compute();
     if (fault_armed("slow_snapshot", snap->state.step, o_.rank)) {
       std::this_thread::sleep_for(std::chrono::milliseconds(500));
     }
@@ -387,7 +387,7 @@ Status CheckpointSaver::after_step(train::Trainer& trainer, bool final, train::S
     // Of the previous save: this one is still running (-1: none has finished yet).
     m->save_mb_per_s = last_mb_per_s_ > 0 ? last_mb_per_s_ : -1;
     thread_ = std::thread([this, snap] {
-      (void)setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), kWriterNice);
+      yield_to_compute();
       async_status_ = write_and_commit(*snap);
     });
   } else {
