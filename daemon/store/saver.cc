@@ -283,6 +283,7 @@ Status CheckpointSaver::wait() {
 
 Status CheckpointSaver::write_and_commit(const Snapshot& s) {
   trace::Span span("checkpoint write and commit", trace::Lane::kIo);
+  if (fault_armed("slow_write", s.state.step, o_.rank)) std::this_thread::sleep_for(std::chrono::seconds(1));
   const auto t0 = Clock::now();
   std::vector<PieceData> views;
   for (size_t i = 0; i < s.specs.size(); ++i) views.push_back({s.specs[i], staging_.data() + s.offsets[i]});
@@ -335,7 +336,13 @@ Status CheckpointSaver::after_step(train::Trainer& trainer, bool final, train::S
   const engine::TrainOptions& tr = trainer.options().train;
   engine::Backend& be = trainer.backend();
   const int64_t step = trainer.steps_done();
-  crash_point("after_step", step, o_.rank);
+  if (fault_armed("after_step", step, o_.rank)) {
+    // A kill between saves: the save in flight (of an earlier step) ends first, so the test
+    // knows which checkpoint is the newest committed however slowly a loaded machine wrote
+    // it. Kills inside a save are the shard_write, before_commit and after_commit points.
+    (void)wait();
+    kill_at("after_step", step, o_.rank);
+  }
   exit_zero_point(step, o_.rank);
   const bool due = final || (o_.every > 0 && step % o_.every == 0);
   if (!due) return Status::ok();

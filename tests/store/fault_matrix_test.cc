@@ -116,6 +116,15 @@ TEST_F(FaultMatrix, ASlowBackgroundCopyStillHoldsItsOwnStep) {
   crash_and_resume("slow_snapshot:4:1,after_step:7:1", 4, "dp2", 2);
 }
 
+// A save still writing when the next steps end (a slow file system) is not lost to a kill at
+// a step boundary: after_step waits for the save in flight, so the resume is at step 4 on any
+// machine load (a kill that did not wait would find no committed checkpoint and start over).
+TEST_F(FaultMatrix, AKillBetweenSavesFindsTheSaveInFlightCommitted) {
+  crash_and_resume("slow_write:4,after_step:5", 4, "", 0);
+  fs::remove_all(dir_ + "/crash");
+  crash_and_resume("slow_write:4:1,after_step:5:1", 4, "dp2", 2);
+}
+
 // Rank 1 dies with half its shard of step 8 written: step 8 never committed, step 4 is used
 // and the half-written folder is removed.
 TEST_F(FaultMatrix, WorkerKilledDuringACheckpointWrite) {
