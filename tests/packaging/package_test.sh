@@ -102,8 +102,23 @@ case $build_type in
       [ -n "$debug" ] || fail "${f#"$root"} (build id $id) has no .debug file in the -dbgsym packages"
       sections=$(readelf -S "$debug" 2>/dev/null)
       grep -q '\.debug_info' <<<"$sections" || fail "$debug (for ${f#"$root"}) holds no debug information"
+      # Compiled for the amd64 baseline (-march=x86-64), never for the build machine's CPU:
+      # a package runs on every node, and -march=native code SIGILLs on an older one. GCC
+      # records each compile unit's switches in its DW_AT_producer (-grecord-gcc-switches,
+      # its default), -march=native expanded to the CPU it found (-march=znver3 -mavx2 ...).
+      readelf --debug-dump=info --dwarf-depth=1 "$debug" 2>/dev/null |
+        sed -n -e 's/.*DW_AT_producer *: ([^)]*): //p' -e 's/.*DW_AT_producer *: //p' >"$work/producers.txt"
+      grep '^GNU C' "$work/producers.txt" >>"$work/gnu-producers.txt"
+      bad=$(grep '^GNU C' "$work/producers.txt" |
+        grep -o -E -e '-march=[^ ]+' -e '-m(avx|fma|f16c|bmi|sse3|ssse3|sse4|popcnt|lzcnt|movbe|aes|pclmul)[^ ]*' |
+        grep -v -x -e '-march=x86-64' | sort -u | head -n 4 | tr '\n' ' ')
+      [ -z "$bad" ] || fail "${f#"$root"} holds code compiled for one CPU, not the amd64 baseline (DW_AT_producer: ${bad}...): a package must run on every node; build it with -DPARTRAIN_NATIVE=OFF"
     done
-    echo "dbgsym: $(ls "$work"/out/*.ddeb | wc -l) packages, DWARF for all $(wc -w <<<"$elves") ELF files, md5sums match" ;;
+    # The check saw the CPU kernels, where -march=native used to be (-O3 -fno-math-errno).
+    grep -q -- ' -O3 .*-fno-math-errno' "$work/gnu-producers.txt" ||
+      fail "no compile unit of the CPU kernels (-O3 -fno-math-errno) in the -dbgsym packages' DW_AT_producer"
+    echo "dbgsym: $(ls "$work"/out/*.ddeb | wc -l) packages, DWARF for all $(wc -w <<<"$elves") ELF files, md5sums match," \
+      "$(wc -l <"$work/gnu-producers.txt") GCC compile units all -march=x86-64" ;;
   *) [ -z "$(ls "$work"/out/*.ddeb 2>/dev/null)" ] || fail "a $build_type build (no -g) made -dbgsym packages: $(ls "$work"/out/*.ddeb)" ;;
 esac
 # No installed binary or library carries a path of this build or source tree: an installed
