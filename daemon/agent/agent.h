@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/supervise.h"
 #include "common/status.h"
 
 namespace partrain::agent {
@@ -39,9 +40,10 @@ struct AgentOptions {
   // down. Default: 2 s and 30 s (PARTRAIN_HEARTBEAT_TIMEOUT, in seconds, overrides).
   std::chrono::milliseconds heartbeat_interval{2000};
   std::chrono::milliseconds heartbeat_timeout{30000};
-  // After SIGTERM/SIGINT is forwarded, how long workers have to reach a step boundary
-  // before they are killed. Default: 60 s.
-  std::chrono::milliseconds stop_grace{60000};
+  // After SIGTERM/SIGINT/SIGHUP is forwarded, how long workers have to reach a step
+  // boundary and save before they are killed. Default: kStopGrace (20 s; supervise.h says
+  // why: under Slurm's KillWait).
+  std::chrono::milliseconds stop_grace{kStopGrace};
   // How long the agents of a job wait for each other at start: for the coordinator's
   // published address, and at the barrier of all agents (PARTRAIN_RENDEZVOUS_TIMEOUT, in
   // seconds, overrides). Default: 300 s.

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "agent/progress_watch.h"
 #include "comm/rendezvous/keys.h"
@@ -54,9 +55,7 @@ class Supervision {
       }
       if (group_.running() == 0) break;
       forward_stop_signal();
-      if (stopping_ && Clock::now() - stop_sent_ > c_.stop_grace) {
-        return abort({"workers did not stop within the grace period", kExitRetryable}, true);
-      }
+      if (kill_at_ && Clock::now() >= *kill_at_) return kill_unstopped();
       if (std::optional<HeartbeatFailure> f = c_.heartbeat->failure()) {
         return abort({f->why, kExitRetryable}, !f->store_lost);
       }
@@ -189,14 +188,46 @@ class Supervision {
                  kExitRetryable};
   }
 
+  // The first stop signal is forwarded to every worker; the first SIGTERM, SIGINT or SIGHUP
+  // (Slurm's SIGKILL follows its SIGTERM by KillWait) starts the grace. SIGUSR1, the time
+  // limit's early warning, starts none: a save may take its SECONDS.
   void forward_stop_signal() {
-    if (const int sig = take_stop_signal(); sig != 0 && !stopping_) {
-      log::warn("agent", "{} received{}: workers save and stop at the next step boundary", sigabbrev_np(sig),
-                sig == SIGUSR1 ? " (the time limit is near: sbatch --signal=USR1@SECONDS)" : "");
+    const int sig = take_stop_signal();
+    if (sig == 0) return;
+    const bool deadline = sig != SIGUSR1 && !kill_at_;
+    if (!stopping_) {
+      log::warn("agent", "{} received{}: workers save and stop at the next step boundary{}", sigabbrev_np(sig),
+                sig == SIGUSR1 ? " (the time limit is near: sbatch --signal=USR1@SECONDS)" : "",
+                deadline ? fmt::format(" (those still running in {:g} s are killed)", seconds(c_.stop_grace)) : "");
       group_.signal_all(SIGTERM);
       stopping_ = true;
-      stop_sent_ = Clock::now();
+    } else if (deadline) {
+      log::warn("agent", "{} received: workers still running in {:g} s are killed", sigabbrev_np(sig),
+                seconds(c_.stop_grace));
     }
+    if (deadline) kill_at_ = Clock::now() + c_.stop_grace;
+  }
+
+  static double seconds(milliseconds d) { return std::chrono::duration<double>(d).count(); }
+
+  // The grace after SIGTERM passed: the ranks still running ignored it (SIGTERM only asks for
+  // a stop at the next step boundary, which a rank hung in a collective or in a plugin never
+  // reaches, nor its peers waiting for it). One line names them; the group is killed.
+  Status kill_unstopped() {
+    std::vector<std::string> ranks;
+    std::vector<std::string> pids;
+    for (size_t i = 0; i < group_.pids().size(); ++i) {
+      if (!group_.alive(i)) continue;
+      ranks.push_back(std::to_string(group_.pids()[i].first));
+      pids.push_back(std::to_string(group_.pids()[i].second));
+    }
+    const bool one = ranks.size() == 1;
+    return abort({fmt::format("{} {} (pid{} {}) did not stop within {:g} s of SIGTERM (hung in a collective or in a "
+                              "plugin?): killed with SIGKILL",
+                              one ? "rank" : "ranks", fmt::join(ranks, ", "), one ? "" : "s", fmt::join(pids, ", "),
+                              seconds(c_.stop_grace)),
+                  kExitRetryable},
+                 true);
   }
 
   WorkerGroup& group_;
@@ -204,7 +235,7 @@ class Supervision {
   const std::string restart_key_;
   bool stopping_ = false;  // SIGTERM forwarded
   bool stopped_ = false;   // a rank stopped at a step boundary
-  Clock::time_point stop_sent_{};
+  std::optional<Clock::time_point> kill_at_;  // the end of the grace: the ranks still running are killed
   int polls_ = 0;
   ProgressWatch watch_;
   std::set<pid_t> early_;  // ranks that exited 0 without reporting the end

@@ -13,15 +13,21 @@
 //      names the cause, not the echo. A retryable cause (killed, or exit 75) with in-job
 //      restarts left asks every node for a restart (restart/N); any other ends the job;
 //   2. a restart another node asked for (checked every 10th poll, on several nodes only);
-//   3. SIGTERM/SIGINT to the agent: forwarded once to every worker, which stop at the next
-//      step boundary and exit 75; after `stop_grace` they are killed;
+//   3. SIGTERM/SIGINT/SIGHUP/SIGUSR1 to the agent: forwarded once to every worker (as
+//      SIGTERM), which stop at the next step boundary and exit 75. `stop_grace` after the
+//      first SIGTERM/SIGINT/SIGHUP (SIGUSR1, the time limit's early warning, starts no
+//      deadline: the time limit's own SIGTERM does) the ranks still running are killed with
+//      SIGKILL, in one line naming them: a rank hung in a collective or in a plugin never
+//      reaches the boundary, and SIGTERM only asks it to;
 //   4. the heartbeat's failure (heartbeat.h): a lost peer, a silent store, another node's
 //      abort;
 //   5. the watchdog (progress_watch.h): a local rank that reported no progress for
 //      `progress_timeout` (SIGSTOP, a stuck collective) ends the job with exit 75, naming
 //      the rank, its step and its phase.
-// Whatever ends the group badly kills every worker of this node first (one kill of the
-// process group) and, unless the store is what failed, sets job/abort for the other nodes.
+// Whatever ends the group badly kills every worker of this node first (one SIGKILL to the
+// process group, no SIGTERM first: a rank that lost a peer cannot save, its collectives need
+// the peer, so a grace would only delay the requeue) and, unless the store is what failed,
+// sets job/abort for the other nodes.
 //
 // Exit codes (partraind(8)): a worker's exit maps by exit_code_for_worker; the Status the
 // loop returns carries the code that exit_code_for (common/exit_codes.h) maps back to it.
@@ -38,6 +44,17 @@
 #include "common/status.h"
 
 namespace partrain::agent {
+
+// How long the workers have, after a stop's SIGTERM, to save at the next step boundary and
+// exit before the agent kills them with SIGKILL: 20 s. Slurm's SIGKILL follows its SIGTERM
+// (scancel, the time limit, scontrol requeue) by KillWait, default 30 s, on every node at
+// once: the agent must have killed, reaped and exited 75 before that, or the job ends by a
+// signal and RequeueExit=75 never sees it. The 10 s left covers the store's abort to the other
+// nodes and their reaping. 20 s holds one step and a final save of a small or mid-sized model
+// (the save writes 16 bytes per parameter, spread over the ranks); at scale a step and a save
+// take longer than any grace that fits KillWait, so large jobs ask for the early warning
+// (sbatch --signal=USR1@SECONDS), whose stop has no deadline before the time limit's SIGTERM.
+inline constexpr std::chrono::milliseconds kStopGrace{20000};
 
 // How a worker group's run ended, when it did not fail.
 enum class GroupEnd {
@@ -57,8 +74,9 @@ struct SuperviseContext {
   int num_nodes = 1;
   int restarts = 0;      // in-job restarts so far; the next one is restart/<restarts + 1>
   int max_restarts = 0;  // [checkpoint] max_restarts
-  // After SIGTERM/SIGINT is forwarded, how long the workers have. Default: 60 s.
-  std::chrono::milliseconds stop_grace{60000};
+  // After a SIGTERM/SIGINT/SIGHUP, how long the workers have before they are killed.
+  // Default: kStopGrace (20 s).
+  std::chrono::milliseconds stop_grace{kStopGrace};
   // How long a rank may report no progress before the job is ended (0: never). Default:
   // 600 s, the site config's [agent] progress_timeout.
   std::chrono::milliseconds progress_timeout{600000};

@@ -5,6 +5,7 @@
 #include "agent/supervise.h"
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
@@ -223,6 +224,8 @@ TEST_F(Supervise, StopSignalIsForwardedAndTheGroupStops) {
   EXPECT_EQ(value("job/abort"), "");
 }
 
+// Workers that ignore SIGTERM (a rank hung in a collective or a plugin reads its stop flag
+// never) are killed with SIGKILL once the grace passed, in one line naming every one.
 TEST_F(Supervise, WorkersThatIgnoreTheStopAreKilledAfterTheGrace) {
   (void)install_stop_signal();
   context_.stop_grace = milliseconds(300);
@@ -232,8 +235,53 @@ TEST_F(Supervise, WorkersThatIgnoreTheStopAreKilledAfterTheGrace) {
   Result<GroupEnd> end = supervise();
   ASSERT_FALSE(end);
   EXPECT_EQ(exit_code_for(end.status()), kExitRetryable);
-  EXPECT_EQ(end.status().message(), "workers did not stop within the grace period; stopping every worker of this node");
+  EXPECT_EQ(end.status().message(),
+            "ranks 0, 1 (pids " + std::to_string(pids_[0]) + ", " + std::to_string(pids_[1]) +
+                ") did not stop within 0.3 s of SIGTERM (hung in a collective or in a plugin?): killed with SIGKILL; "
+                "stopping every worker of this node");
+  EXPECT_NE(value("job/abort"), "");  // the other nodes' ranks wait for these: they end too
   EXPECT_GE(secs_, 0.3);
+  EXPECT_LT(secs_, 10.0);
+  expect_all_gone();
+}
+
+// The rank that stopped at its step boundary is not named; the one that ignored SIGTERM is.
+TEST_F(Supervise, OnlyTheRanksStillRunningAfterTheGraceAreNamed) {
+  (void)install_stop_signal();
+  context_.stop_grace = milliseconds(300);
+  spawn("case $R in 0) trap 'exit 75' TERM ;; 1) trap '' TERM ;; esac; touch $D/up.$R; "
+        "while :; do sleep 0.05; done");
+  wait_up();
+  ASSERT_EQ(::raise(SIGTERM), 0);
+  Result<GroupEnd> end = supervise();
+  ASSERT_FALSE(end);
+  EXPECT_EQ(exit_code_for(end.status()), kExitRetryable);
+  EXPECT_EQ(end.status().message().rfind("rank 1 (pid " + std::to_string(pids_[1]) + ") did not stop within 0.3 s", 0),
+            0u)
+      << end.status().message();
+  expect_all_gone();
+}
+
+// SIGUSR1 (sbatch --signal=USR1@SECONDS, the time limit's early warning) asks for a stop with
+// no deadline, since a step and a save may take its SECONDS; the time limit's SIGTERM after
+// it starts the grace.
+TEST_F(Supervise, AfterSigusr1TheGraceStartsAtTheSigterm) {
+  (void)install_stop_signal();
+  context_.stop_grace = milliseconds(300);
+  spawn("trap '' TERM; touch $D/up.$R; sleep 60");
+  wait_up();
+  ASSERT_EQ(::raise(SIGUSR1), 0);
+  std::thread time_limit([] {
+    std::this_thread::sleep_for(milliseconds(1500));
+    ::kill(::getpid(), SIGTERM);
+  });
+  Result<GroupEnd> end = supervise();
+  time_limit.join();
+  ASSERT_FALSE(end);
+  EXPECT_EQ(exit_code_for(end.status()), kExitRetryable);
+  EXPECT_NE(end.status().message().find("did not stop within 0.3 s of SIGTERM"), std::string::npos)
+      << end.status().message();
+  EXPECT_GE(secs_, 1.8);  // the SIGTERM at 1.5 s, then the grace
   EXPECT_LT(secs_, 10.0);
   expect_all_gone();
 }
