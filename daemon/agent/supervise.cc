@@ -79,15 +79,17 @@ class Supervision {
   // The workers that ended since the last call, the likeliest cause first.
   std::vector<WorkerExit> reap() {
     std::vector<WorkerExit> ended = group_.poll();
-    for (const WorkerExit& e : ended) {
-      if (!e.signaled && e.code == 0 && !reported_finished(e.rank)) early_.insert(e.pid);
-    }
     // A rank that fails without SIGKILL often only lost a peer: give the peer's own death a
     // moment to be reaped, so the log names the cause, not the echo.
     const auto is_echo = [](const WorkerExit& e) { return e.signaled ? e.code != SIGKILL : e.code != 0; };
     if (!stopping_ && std::any_of(ended.begin(), ended.end(), is_echo)) {
       std::this_thread::sleep_for(milliseconds(200));
       for (const WorkerExit& e : group_.poll()) ended.push_back(e);
+    }
+    // Exits 0 without the end reported, those reaped in that moment too (a peer's echo can be
+    // reaped before the early exit it echoes).
+    for (const WorkerExit& e : ended) {
+      if (!e.signaled && e.code == 0 && !reported_finished(e.rank)) early_.insert(e.pid);
     }
     // SIGKILL (kill -9, the OOM killer) first, then other signals and exits 0 before the
     // end (a process that ended itself), then exit codes.
