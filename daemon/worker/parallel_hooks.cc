@@ -263,7 +263,8 @@ Status ParallelHooks::after_step(train::StepMetrics* m) {
     if (d == nullptr) continue;
     partrain_sync_stats_v2_t stats{};
     PARTRAIN_RETURN_IF_ERROR(d->step_end(&stats));
-    m->add_comm(train::CommAxis::kDp, stats.comm_ms, stats.exposed_ms, static_cast<int>(stats.collectives));
+    m->add_comm(train::CommAxis::kDp, stats.comm_ms, stats.exposed_ms, static_cast<int>(stats.collectives),
+                stats.bytes);
   }
   return Status::ok();
 }

@@ -61,6 +61,8 @@ TEST_F(Runtime, DataParallelMatchesOneRankOverTwentySteps) {
   EXPECT_NE(m.find("\"comm_ms\":"), std::string::npos);
   EXPECT_NE(m.find("\"exposed_share\":"), std::string::npos);
   EXPECT_NE(m.find("\"collectives\":1,"), std::string::npos) << m;
+  // dp_bytes: what rank 0 put into the all-reduce, 4 bytes per gradient element.
+  EXPECT_NE(m.find("\"dp_bytes\":" + std::to_string(4 * 437760) + "}"), std::string::npos) << m;
   static const std::regex kCollectives("\"collectives\":([0-9]+)");
   std::smatch c;
   const std::string m4 = slurp(dir_ + "/dp4/metrics.jsonl");

@@ -76,6 +76,7 @@ std::string metrics_json(const StepMetrics& m) {
       const char* name = comm_axis_name(static_cast<CommAxis>(a));
       line += fmt::format(",\"{}_comm_ms\":{:.3f},\"{}_exposed_ms\":{:.3f}", name, x.comm_ms, name,
                           x.exposed_ms);
+      if (x.bytes > 0) line += fmt::format(",\"{}_bytes\":{}", name, x.bytes);
     }
   }
   if (m.pp > 1) line += fmt::format(",\"pp\":{},\"bubble_share\":{:.4f}", m.pp, m.bubble_share);

@@ -29,10 +29,12 @@ inline const char* comm_axis_name(CommAxis a) {
 // One axis' collectives in a step. comm_ms: the time they took (dp: first started to last
 // finished; tp: the time inside them; cp: the time K/V transfers were in flight, each from
 // its start to the end of its wait); exposed_ms: the part this rank waited for them, not hidden behind compute
-// (<= comm_ms).
+// (<= comm_ms); bytes: what this rank put into them (dp: the data plugin's count, e.g. 4 bytes
+// per gradient element for dp's all-reduce; 0 when the axis does not count).
 struct AxisComm {
   double comm_ms = 0, exposed_ms = 0;
   int collectives = 0;
+  uint64_t bytes = 0;
 };
 
 struct StepMetrics {
@@ -52,8 +54,9 @@ struct StepMetrics {
   std::array<AxisComm, kNumCommAxes> axes{};
   double comm_ms = 0, exposed_ms = 0;
   int collectives = 0;
-  void add_comm(CommAxis a, double comm, double exposed, int count) {
+  void add_comm(CommAxis a, double comm, double exposed, int count, uint64_t bytes = 0) {
     AxisComm& x = axes[static_cast<size_t>(a)];
+    x.bytes += bytes;
     x.comm_ms += comm;
     x.exposed_ms += exposed;
     x.collectives += count;
@@ -106,7 +109,7 @@ class RunFolderLock {
 
 // One metrics.jsonl line (no trailing newline), its wall-clock `time` included. The collective fields only when the run is
 // parallel or some axis had collectives, `<axis>_comm_ms` / `<axis>_exposed_ms` only for
-// the axes that had some, `pp` and `bubble_share` only when pp > 1.
+// the axes that had some, `<axis>_bytes` only for those that counted bytes, `pp` and `bubble_share` only when pp > 1.
 std::string metrics_json(const StepMetrics& m);
 // The step line's tail after its throughput: the bubble, MoE routing, collective time and
 // its exposed part per axis, checkpoint stall; "" when there is none.
