@@ -31,7 +31,7 @@ struct JobDraft {
 
 // The individual [parallelism] keys, in the order they are laid over `spec`.
 const std::vector<std::string>& parallel_item_keys() {
-  static const std::vector<std::string> kKeys = {"tp", "pp", "dp", "ep", "cp", "zero", "sp", "sched", "cpimpl", "mb"};
+  static const std::vector<std::string> kKeys = {"tp", "pp", "dp", "ep", "cp", "zero", "sp", "sched", "cpimpl", "grad", "mb"};
   return kKeys;
 }
 
@@ -210,6 +210,13 @@ const std::vector<KeyRule<JobDraft>>& job_rules() {
          auto v = detail::read_string(node);
          if (!v) return v.status();
          d->items["cpimpl"] = "cpimpl=" + *v;
+         return Status::ok();
+       }},
+      {"parallelism", "grad",
+       [](const toml::node& node, JobDraft* d, const Source&) -> Status {
+         auto v = detail::read_string(node);
+         if (!v) return v.status();
+         d->items["grad"] = "grad=" + *v;
          return Status::ok();
        }},
       integer_item("mb", "mb=", at_least(1)),

@@ -48,7 +48,7 @@ bool valid_sched_name(std::string_view name) {
 }
 
 // Applies one item to *spec. `key` receives the item's key for the duplicate check
-// ("tp", "zero", "sp" for both sp and nosp, "sched", "cpimpl", "mb").
+// ("tp", "zero", "sp" for both sp and nosp, "sched", "cpimpl", "grad", "mb").
 Status apply_item(std::string_view item, ParallelSpec* spec, std::string* key) {
   if (item.find_first_of(" \t") != std::string_view::npos) {
     return item_error(item, "separate items with commas, e.g. tp4,pp2");
@@ -100,6 +100,16 @@ Status apply_item(std::string_view item, ParallelSpec* spec, std::string* key) {
     spec->cp_impl = std::string(name);
     return Status::ok();
   }
+  if (item.rfind("grad=", 0) == 0) {
+    *key = "grad";
+    const std::string_view name = item.substr(5);
+    if (!valid_sched_name(name)) {
+      return item_error(item, "grad needs a data plugin's name (letters, digits, '_', '-', '.'), "
+                              "e.g. grad=onebit or grad=powersgd");
+    }
+    spec->grad = std::string(name);
+    return Status::ok();
+  }
   if (item.rfind("mb=", 0) == 0) {
     *key = "mb";
     std::optional<int> m = parse_positive(item.substr(3));
@@ -141,7 +151,7 @@ Status apply_item(std::string_view item, ParallelSpec* spec, std::string* key) {
     return Status::ok();
   }
   return item_error(item, "unknown item; use tpN, ppN, dpN, epN, cpN, zero0..zero3, sp, nosp, "
-                          "sched=NAME[:V], cpimpl=NAME or mb=M, e.g. --partrain=tp4,pp2");
+                          "sched=NAME[:V], cpimpl=NAME, grad=NAME or mb=M, e.g. --partrain=tp4,pp2");
 }
 
 }  // namespace
@@ -187,6 +197,7 @@ std::string ParallelSpec::to_string() const {
   out += ",sched=" + sched;
   if (virtual_stages != 1 || sched == "interleaved") out += ":" + std::to_string(virtual_stages);
   if (cp_impl != "ring") out += ",cpimpl=" + cp_impl;
+  if (!grad.empty()) out += ",grad=" + grad;
   if (mb) out += ",mb=" + std::to_string(*mb);
   return out;
 }

@@ -6,10 +6,12 @@
 //   sched=NAME[:V]            pipeline schedule: gpipe, 1f1b, interleaved:V, or a plugin's name
 //   cpimpl=NAME               context-parallel plugin: ring (default), allgather, or a plugin's
 //                             name
+//   grad=NAME                 data plugin that averages the gradients instead of dp (zero0
+//                             only): onebit, powersgd, or a plugin's name
 //   mb=M                      micro-batches per step (overrides the derived grad_accum)
 //
 // e.g. "tp4,pp2", "tp2,pp2,dp2,zero1,sched=interleaved:2,mb=8", "ep4,zero2",
-// "cp4,cpimpl=allgather".
+// "cp4,cpimpl=allgather", "dp4,grad=onebit".
 // Part of the layout core: standard library only (the SPANK plugin links it).
 #pragma once
 
@@ -32,12 +34,13 @@ struct ParallelSpec {
   std::string sched = "1f1b";   // pipeline schedule name. Default: "1f1b"
   int virtual_stages = 1;       // V of sched=NAME:V. Default: 1
   std::string cp_impl = "ring"; // context-parallel plugin (cpimpl=NAME). Default: "ring"
+  std::string grad;             // data plugin replacing dp (grad=NAME). Default: "" (dp, or zeroN)
   std::optional<int> mb;        // micro-batches per step. Default: derived from the job file
 
   bool sequence_parallel() const { return sp.value_or(tp > 1); }
 
   // Canonical text form, parseable back: "tp4,pp2,dp8,zero1,sp,sched=1f1b" (cpimpl=NAME
-  // only when it is not the default ring).
+  // only when it is not the default ring, grad=NAME only when given).
   std::string to_string() const;
 };
 

@@ -38,6 +38,9 @@ void check_degrees(const ParallelSpec& s, std::vector<Status>* out) {
   }
   if (s.zero < 0 || s.zero > 3) {
     out->push_back(err("zero" + str(s.zero) + " is not a ZeRO stage; use zero0..zero3"));
+  } else if (s.zero > 0 && !s.grad.empty()) {
+    out->push_back(err("grad=" + s.grad + " replaces plain data parallel's gradient average, and zero" +
+                       str(s.zero) + " has a data plugin of its own; drop grad= or use zero0"));
   }
   if (s.virtual_stages < 1) {
     out->push_back(err("sched=" + s.sched + ":" + str(s.virtual_stages) +

@@ -3,7 +3,7 @@
 // says what to change, never after GPUs are allocated and warmed up.
 //
 // The invariants, in the order they are checked (DESIGN.md, "Parallel layout"):
-//   degrees          tp, pp, cp, ep >= 1, zero 0..3, virtual stages >= 1
+//   degrees          tp, pp, cp, ep >= 1, zero 0..3 (0 with grad=NAME), virtual stages >= 1
 //   world            W % (tp*cp*pp) == 0; an explicit dp multiplies out to W; ep divides dp x cp
 //   NVLink           tp <= NVLink domain (GPUs per node) and tp divides it
 //   model            heads, kv_heads and hidden % tp; seq_len % tp under sequence

@@ -54,6 +54,7 @@ Result<Strategies> load_strategies(const config::JobConfig& job, const Layout& l
   // The data plugin reduces the gradients of the dp x cp group (cp ranks hold the same weights).
   if (layout.dp() * layout.cp() > 1) {
     std::string name = job.parallelism.zero > 0 ? fmt::format("zero{}", job.parallelism.zero) : "dp";
+    if (!job.parallelism.grad.empty()) name = job.parallelism.grad;  // grad=NAME (zero0 only: validate.h)
     if (const char* v = std::getenv("PARTRAIN_DATA_PLUGIN"); v != nullptr && *v != '\0') name = v;
     Result<Loaded<plugin::DataPlugin>> d = load<plugin::DataPlugin>(plugin_dir, name, job, log);
     if (!d) return d.status();

@@ -1,6 +1,7 @@
 // The strategy plugins a rank's layout names, loaded the same way for every family from the
 // site's plugin directory (daemon/plugin), each with its [plugins.NAME] table from the job:
-//   data    "dp", or "zeroN" for --partrain=...,zeroN, or PARTRAIN_DATA_PLUGIN   (dp x cp > 1)
+//   data    "dp", "zeroN" for --partrain=...,zeroN, NAME for grad=NAME, or
+//           PARTRAIN_DATA_PLUGIN                                                (dp x cp > 1)
 //   tensor  "tp"                                                                (tp > 1)
 //   expert  "ep"                                                                (ep > 1)
 //   context the spec's cpimpl= (default "ring")                                 (cp > 1)

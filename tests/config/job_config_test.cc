@@ -399,6 +399,19 @@ TEST(JobConfig, BadSpecItemsPointAtTheirLine) {
       << sched.status().message();
 }
 
+// [parallelism] grad names the data plugin as the spec item grad=NAME does; a bad name
+// points at its line.
+TEST(JobConfig, GradientPluginKey) {
+  auto job = parse_job(DATA "[parallelism]\ndp = 2\ngrad = \"onebit\"\n", "job.toml");
+  ASSERT_TRUE(job.is_ok()) << job.status().message();
+  EXPECT_EQ(job->parallelism.grad, "onebit");
+  EXPECT_EQ(job->parallelism_items, (std::vector<std::string>{"dp2", "grad=onebit"}));
+  auto bad = parse_job(DATA "[parallelism]\ngrad = \"one bit\"\n", "job.toml");
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_EQ(bad.status().message().rfind("job.toml:4: [parallelism] key 'grad': ", 0), 0u)
+      << bad.status().message();
+}
+
 TEST(JobConfig, DataSourcesMixture) {
   auto job = parse_job("[data]\n[[data.sources]]\nname = \"web\"\nfiles = [\"web_0.bin\", \"web_1.bin\"]\n"
                        "weight = 3\n\n[[data.sources]]\nfiles = [\"code.bin\"]\n",
@@ -443,8 +456,8 @@ TEST(JobConfig, KnownKeysComeFromTheParserTable) {
   auto keys = known_job_keys();
   std::set<std::string> unique(keys.begin(), keys.end());
   EXPECT_EQ(unique.size(), keys.size()) << "a key is listed twice";
-  // 4 [job] + 19 [model] + 6 [data] + 16 [training] + 12 [parallelism] + 6 [checkpoint].
-  EXPECT_EQ(keys.size(), 63u);
+  // 4 [job] + 19 [model] + 6 [data] + 16 [training] + 13 [parallelism] + 6 [checkpoint].
+  EXPECT_EQ(keys.size(), 64u);
   for (const char* k : {"job.name", "model.arch", "model.recompute", "data.train_files",
                         "training.lr", "parallelism.spec", "parallelism.mb", "parallelism.stage_layers", "checkpoint.keep"}) {
     EXPECT_TRUE(unique.count(k)) << k;

@@ -103,14 +103,19 @@ TEST(SpecTest, InvalidSpecsNameTheItemAndTheFix) {
       {"cp2,cpimpl=ring,cpimpl=allgather",
        "partrain: 'cpimpl=allgather' in --partrain: cpimpl is given twice (also 'cpimpl=ring'); "
        "keep one"},
+      {"grad=",
+       "partrain: 'grad=' in --partrain: grad needs a data plugin's name (letters, digits, '_', "
+       "'-', '.'), e.g. grad=onebit or grad=powersgd"},
+      {"dp2,grad=onebit,grad=dp",
+       "partrain: 'grad=dp' in --partrain: grad is given twice (also 'grad=onebit'); keep one"},
       {"tp4 pp2",
        "partrain: 'tp4 pp2' in --partrain: separate items with commas, e.g. tp4,pp2"},
       {"tp4,,pp2", "partrain: empty item in --partrain 'tp4,,pp2': remove the extra comma"},
       {"tp4,", "partrain: empty item in --partrain 'tp4,': remove the extra comma"},
       {"TP4", "partrain: 'TP4' in --partrain: unknown item; use tpN, ppN, dpN, epN, cpN, "
-              "zero0..zero3, sp, nosp, sched=NAME[:V], cpimpl=NAME or mb=M, e.g. --partrain=tp4,pp2"},
+              "zero0..zero3, sp, nosp, sched=NAME[:V], cpimpl=NAME, grad=NAME or mb=M, e.g. --partrain=tp4,pp2"},
       {"foo", "partrain: 'foo' in --partrain: unknown item; use tpN, ppN, dpN, epN, cpN, "
-              "zero0..zero3, sp, nosp, sched=NAME[:V], cpimpl=NAME or mb=M, e.g. --partrain=tp4,pp2"},
+              "zero0..zero3, sp, nosp, sched=NAME[:V], cpimpl=NAME, grad=NAME or mb=M, e.g. --partrain=tp4,pp2"},
   };
   for (const auto& [text, message] : cases) {
     SCOPED_TRACE(text);
@@ -182,6 +187,20 @@ TEST(SpecTest, OverlayReplacesOnlyTheItemsGiven) {
   EXPECT_EQ(overlay_spec(base, "tp2,tp8").status().message(),
             "partrain: 'tp8' in --partrain: tp is given twice (also 'tp2'); keep one");
   EXPECT_EQ(overlay_spec(base, "")->to_string(), base.to_string());
+}
+
+// grad= names the data plugin that averages the gradients in place of dp (zero0): empty
+// unless given, carried by the canonical form only when given, replaced by an overlay.
+TEST(SpecTest, GradientPluginIsItsOwnItem) {
+  EXPECT_EQ(parse_spec("dp2")->grad, "");
+  Result<ParallelSpec> r = parse_spec("dp4,grad=onebit");
+  ASSERT_TRUE(r.is_ok()) << r.status().message();
+  EXPECT_EQ(r->dp, 4);
+  EXPECT_EQ(r->grad, "onebit");
+  EXPECT_EQ(r->to_string(), "tp1,pp1,dp4,zero0,sched=1f1b,grad=onebit");
+  EXPECT_EQ(parse_spec(r->to_string())->grad, "onebit");
+  EXPECT_EQ(overlay_spec(*r, "grad=powersgd")->grad, "powersgd");
+  EXPECT_EQ(overlay_spec(*r, "tp2")->grad, "onebit");
 }
 
 }  // namespace

@@ -233,5 +233,13 @@ TEST(ValidateTest, DegreesBuiltByHandAreChecked) {
             "partrain: zero5 is not a ZeRO stage; use zero0..zero3");
 }
 
+// grad=NAME replaces dp's plugin; a ZeRO stage brings its own, so the two are refused together.
+TEST(ValidateTest, GradientPluginNeedsZeroZero) {
+  EXPECT_TRUE(validate(parse("dp4,grad=onebit"), cluster(4, 0)).is_ok());
+  EXPECT_EQ(validate(parse("dp4,zero1,grad=onebit"), cluster(4, 0)).message(),
+            "partrain: grad=onebit replaces plain data parallel's gradient average, and zero1 "
+            "has a data plugin of its own; drop grad= or use zero0");
+}
+
 }  // namespace
 }  // namespace partrain
