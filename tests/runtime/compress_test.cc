@@ -3,8 +3,11 @@
 // (runtime_test: 1e-5): the warm-up steps equal it, the compressed steps keep training (0.5
 // below the warm-up's last loss) and end within kOneBitTolerance of it at step kSteps, and metrics.jsonl's dp_bytes falls by
 // the factor the wire format promises (1 + ceil(n / 32) words per tensor of n floats:
-// between 31 and 32 for this model's 437760 floats in its tensors). Mistakes in the spec or
-// in [plugins.onebit] are usage errors (exit 2) naming the thing and the fix.
+// between 31 and 32 for this model's 437760 floats in its tensors). The same for
+// grad=powersgd at rank 4: r (rows + cols) floats per tensor viewed as rows x cols, 18176 of
+// them for this model (e.g. the 128 x 384 attention weight, viewed 256 x 192: 4 x 448), a
+// factor of 24.08. Mistakes in the spec or in [plugins.onebit] are usage errors (exit 2)
+// naming the thing and the fix.
 #include <cmath>
 #include <cstdio>
 #include <regex>
@@ -24,6 +27,8 @@ constexpr int kWarmup = 5;
 // Relative loss difference allowed at step kSteps: measured 11.7% (one scale per tensor,
 // compressing the gradient before AdamW; see [plugins.onebit] in partrain.toml(5)).
 constexpr double kOneBitTolerance = 0.15;
+// The same for powersgd at rank 4: measured 0.65%.
+constexpr double kPowerSgdTolerance = 0.02;
 
 // dp_bytes of every step of a metrics.jsonl.
 std::vector<double> dp_bytes(const std::string& metrics) {
@@ -94,6 +99,31 @@ TEST_F(Runtime, GradientPluginMistakesAreUsageErrors) {
     EXPECT_EQ(wait_exit(p.pid), 2);
     EXPECT_NE(slurp(p.err).find(m.message), std::string::npos) << slurp(p.err);
   }
+}
+
+TEST_F(Runtime, PowerSgdTrainsLikeDataParallelOnAQuarterOfTheBytes) {
+  const ReferenceRun one = one_rank(job_copy(kTiny, dir_, "one.toml", ""), kSteps);
+  const std::string job = job_copy(kTiny, dir_, "powersgd.toml",
+                                   "[plugins.powersgd]\nrank = 4\nwarmup_steps = " + std::to_string(kWarmup) + "\n");
+  Proc p = start({PARTRAIN_CLI, "run", job, "--partrain=dp2,grad=powersgd", "--nproc", "2", "--steps",
+                  std::to_string(kSteps)}, env("powersgd"), dir_, "powersgd");
+  ASSERT_EQ(wait_exit(p.pid), 0) << slurp(p.err);
+  const std::string metrics = dir_ + "/powersgd/metrics.jsonl";
+  const std::vector<double> ref = losses(one.metrics), got = losses(metrics);
+  ASSERT_EQ(ref.size(), static_cast<size_t>(kSteps));
+  ASSERT_EQ(got.size(), ref.size());
+  for (int i = 0; i < kWarmup; ++i) EXPECT_LE(std::fabs(got[i] - ref[i]), 1e-5 * ref[i]) << "step " << i + 1;
+  const double last = std::fabs(got.back() - ref.back()) / ref.back();
+  std::printf("powersgd dp2: loss %.4f -> %.4f, one rank (= dp2) %.4f -> %.4f at step %d: %.2f%% apart\n",
+              got.front(), got.back(), ref.front(), ref.back(), kSteps, 100 * last);
+  EXPECT_LT(got.back(), got[kWarmup - 1] - 0.5);
+  EXPECT_LE(last, kPowerSgdTolerance);
+  const std::vector<double> bytes = dp_bytes(metrics);
+  ASSERT_EQ(bytes.size(), got.size());
+  EXPECT_EQ(bytes[0], 4.0 * 437760);
+  for (int i = kWarmup; i < kSteps; ++i) EXPECT_EQ(bytes[static_cast<size_t>(i)], 4.0 * 18176) << "step " << i + 1;
+  std::printf("powersgd dp2: %.0f bytes per step at warm-up (= dp), %.0f compressed: %.2fx fewer\n", bytes[0],
+              bytes.back(), bytes[0] / bytes.back());
 }
 
 }  // namespace
