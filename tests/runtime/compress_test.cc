@@ -6,8 +6,9 @@
 // between 31 and 32 for this model's 437760 floats in its tensors). The same for
 // grad=powersgd at rank 4: r (rows + cols) floats per tensor viewed as rows x cols, 18176 of
 // them for this model (e.g. the 128 x 384 attention weight, viewed 256 x 192: 4 x 448), a
-// factor of 24.08. Mistakes in the spec or in [plugins.onebit] are usage errors (exit 2)
-// naming the thing and the fix.
+// factor of 24.08. A resume repeats onebit's warm-up (its residual is not checkpointed),
+// the same way every time. Mistakes in the spec or in [plugins.onebit] are usage errors
+// (exit 2) naming the thing and the fix.
 #include <cmath>
 #include <cstdio>
 #include <regex>
@@ -72,6 +73,34 @@ TEST_F(Runtime, OneBitTrainsLikeDataParallelOnAThirtySecondOfTheBytes) {
   }
   std::printf("onebit dp2: %.0f bytes per step at warm-up (= dp), %.0f compressed: %.2fx fewer\n", bytes[0],
               bytes.back(), bytes[0] / bytes.back());
+}
+
+// The residual is not checkpointed (ABI v2 has no plugin state), so a resume repeats the
+// warm-up from the step it resumes at, the same way every time: two copies of one run
+// stopped at step 6 (warm-up 2: steps 3-6 compressed) resume to step 10; both send all
+// floats again at steps 7 and 8, compress from step 9, and agree on every loss bit for bit.
+TEST_F(Runtime, OneBitResumeRepeatsTheWarmUpTheSameWay) {
+  const std::string job = job_copy(kTiny, dir_, "resume.toml", "[plugins.onebit]\nwarmup_steps = 2\n");
+  schedule_over(job, 20);  // (above the example's 10 learning-rate warm-up steps)
+  auto run = [&](const std::string& name, int steps) {
+    Proc p = start({PARTRAIN_CLI, "run", job, "--partrain=dp2,grad=onebit", "--nproc", "2", "--steps",
+                    std::to_string(steps)}, env(name), dir_, name + std::to_string(steps));
+    EXPECT_EQ(wait_exit(p.pid), 0) << slurp(p.err);
+  };
+  run("a", 6);
+  ASSERT_TRUE(fs::exists(dir_ + "/a/checkpoints"));
+  fs::copy(dir_ + "/a", dir_ + "/b", fs::copy_options::recursive);
+  run("a", 10);
+  run("b", 10);
+  const std::vector<double> bytes = dp_bytes(dir_ + "/a/metrics.jsonl");
+  ASSERT_EQ(bytes.size(), 10u);
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    const bool warm = i < 2 || i == 6 || i == 7;
+    EXPECT_EQ(bytes[i] == 4.0 * 437760, warm) << "step " << i + 1 << ": " << bytes[i] << " bytes";
+  }
+  const std::vector<std::string> a = column(dir_ + "/a/metrics.jsonl", "loss");
+  EXPECT_EQ(a, column(dir_ + "/b/metrics.jsonl", "loss"));
+  EXPECT_EQ(a.size(), 10u);
 }
 
 // Each mistake: exit 2 before training, one line naming the thing and the fix.
