@@ -21,6 +21,7 @@
 //                      A chunk of k costs one more word per k elements (k = 32: 16x fewer
 //                      bytes than dp instead of ~32x) and keeps the scale closer to each
 //                      element's magnitude, which AdamW, normalising per element, needs
+//                      (tiny example, dp4, step 200: 2.9% above dp's loss instead of 17.9%)
 //   bucket_mb = 25     MiB of float32 gradient per collective. Default: 25 (as dp)
 //
 // What it costs: 4 bytes per parameter of host memory for the residual, and host passes over
