@@ -48,5 +48,22 @@ TEST(BufferMemory, ShippedPluginsSayWhatMemoryTheyTake) {
   }
 }
 
+// The compression plugins (grad=onebit, grad=powersgd) compute on the gradient's values on
+// the host, so they take no device buffers and GPU ranks refuse them, naming the file.
+TEST(BufferMemory, CompressionPluginsAreRefusedOnGpuRanks) {
+  for (const char* name : {"onebit", "powersgd"}) {
+    Result<std::unique_ptr<plugin::DataPlugin>> p = plugin::DataPlugin::find(PARTRAIN_BUILD_PLUGINDIR, name);
+    ASSERT_TRUE(p.is_ok()) << p.status().message();
+    const uint64_t caps = (*p)->info().capabilities;
+    EXPECT_NE(caps & PARTRAIN_CAP_CPU, 0u) << name;
+    EXPECT_EQ(caps & PARTRAIN_CAP_CUDA, 0u) << name;
+    const Status s = check_plugin_memory("cuda", caps, name, (*p)->info().path);
+    EXPECT_EQ(s.message(), (*p)->info().path + ": the data plugin " + name +
+                               " works on host buffers only (no PARTRAIN_CAP_CUDA), but [job] device = cuda "
+                               "hands it GPU memory; use plain dp (zero0) on GPUs, or train on CPU ranks "
+                               "(--device cpu)");
+  }
+}
+
 }  // namespace
 }  // namespace partrain::worker
