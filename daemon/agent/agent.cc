@@ -118,20 +118,6 @@ Result<config::JobConfig> load_job(const AgentOptions& o, config::SiteConfig* si
   return job;
 }
 
-// The layout against the world and the model (heads, kv_heads, hidden, seq_len % tp, ...),
-// refused here, before any worker starts, on every node (`partrain run --nproc` checks it
-// first too, to print the one line alone); and what this version runs (config/supported.h),
-// decided once here rather than by every worker.
-Status check_layout(const config::JobConfig& job, int world) {
-  Result<Layout> layout = Layout::create(world, job.parallelism);
-  if (!layout) return config_error(layout.status());
-  if (Result<int> ga = config::grad_accum_steps(job, layout->dp()); !ga) return config_error(ga.status());
-  if (Status s = config::validate_layout(job, world); !s) return config_error(s);
-  if (Status s = config::check_supported(job, *layout); !s) return config_error(s);
-  if (Status s = config::check_paths(job); !s) return config_error(s);
-  return Status::ok();
-}
-
 // One GPU per worker (gpu_binding.h): a cuda job on a node with too few is refused here.
 // CPU jobs take the devices Slurm gave the step, when there are enough.
 Result<std::vector<std::string>> bind_gpus(const config::JobConfig& job, int local_workers) {
@@ -154,8 +140,9 @@ Result<ResolvedJob> resolve(const AgentOptions& o) {
   if (!place) return config_error(place.status());
   log::set_context(job->name, place->node_name, -1);
   if (!o.standalone) resolve_node_addresses(&*place);
-  PARTRAIN_RETURN_IF_ERROR(check_layout(*job, place->world));
-  Result<planner::RunAccounting> acct = planner::run_accounting(job->model, job->device, o.hardware);
+  // Refused here, before any worker starts, on every node (config/supported.h).
+  PARTRAIN_RETURN_IF_ERROR(config::check_job(*job, place->world));
+  Result<planner::RunAccounting> acct = planner::run_accounting(job->model, job->device, o.hardware, o.hardware_dir);
   if (!acct) return config_error(acct.status());
   Result<std::vector<std::string>> gpus = bind_gpus(*job, static_cast<int>(place->node_ranks.size()));
   if (!gpus) return gpus.status();

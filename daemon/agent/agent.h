@@ -35,6 +35,9 @@ struct AgentOptions {
   // The hardware profile MFU is counted against (a name or .toml file, as `partrain plan`
   // takes); "" = the device's default (cpu on CPU ranks, none on GPUs). Default: ""
   std::string hardware;
+  // Where a profile name is looked up; "" = $PARTRAIN_HARDWARE_DIR, else the site's
+  // [paths] hardware_dir, else the installed profiles (planner/hardware.h). Default: ""
+  std::string hardware_dir;
   std::string worker_path;     // the worker binary; "" = next to partraind. Default: ""
   // Heartbeat period and how long a silent peer may stay silent before the job is torn
   // down. Default: 2 s and 30 s (PARTRAIN_HEARTBEAT_TIMEOUT, in seconds, overrides).

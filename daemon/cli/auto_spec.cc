@@ -11,7 +11,7 @@
 namespace partrain::cli {
 
 Result<std::string> auto_spec(const std::string& job_path, int nproc, const std::string& device,
-                              const std::string& hardware) {
+                              const std::string& hardware, const std::string& hardware_dir) {
   Result<config::SiteConfig> site = config::load_site_config("");
   if (!site) return site.status();
   config::Overrides ov;
@@ -23,7 +23,7 @@ Result<std::string> auto_spec(const std::string& job_path, int nproc, const std:
     return Status::invalid("partrain: --partrain=auto on GPU ranks needs the planner's model of the device: "
                            "add --hardware PROFILE (e.g. H100-SXM), or give the layout with --partrain=SPEC");
   }
-  Result<planner::HardwareProfile> hw = planner::load_hardware(hardware.empty() ? "cpu" : hardware);
+  Result<planner::HardwareProfile> hw = planner::load_hardware(hardware.empty() ? "cpu" : hardware, hardware_dir);
   if (!hw) return hw.status();
   const planner::Cluster cluster{1, std::max(1, nproc)};
   Result<planner::AutoChoice> choice = planner::choose_layout(*job, cluster, *hw);

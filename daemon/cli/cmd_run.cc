@@ -13,7 +13,9 @@
 // (data-parallel layouts on GPUs).
 // Both forms save checkpoints as [checkpoint] says and resume as [checkpoint] resume (--resume)
 // says, by default from the newest committed one that verifies (daemon/store,
-// agent/resume_policy.h); on one rank this process is the coordinator.
+// agent/resume_policy.h). Both check the job with the agent's own check (config/supported.h
+// check_job); on one rank this process is the coordinator and runs the worker's training
+// (worker/worker_run.h) on a world of one.
 #include <unistd.h>
 
 #include <atomic>
@@ -42,17 +44,15 @@
 #include "config/site_config.h"
 #include "config/supported.h"
 #include "layout/layout.h"
-#include "engine/model/hf_io.h"
-#include "engine/model/model.h"
-#include "engine/train/trainer.h"
 #include "planner/run_accounting.h"
 #include "store/coordinator.h"
 #include "store/saver.h"
+#include "worker/process_groups.h"
+#include "worker/strategies.h"
+#include "worker/worker_run.h"
 
 namespace partrain::cli {
 namespace {
-
-namespace engine = partrain::engine;
 
 struct RunArgs {
   std::string job;
@@ -64,24 +64,27 @@ struct RunArgs {
   int nproc = 0;  // > 0: the local agent with this many worker ranks
 };
 
-// Loads the job file with PARTRAIN_* environment overrides applied.
-Result<config::JobConfig> load(const std::string& path) {
-  Result<config::JobConfig> job = config::load_job(path);
-  if (!job) return job.status();
-  PARTRAIN_RETURN_IF_ERROR(config::apply_environment(&job.value()));
+// The job as the agent resolves it (config::resolve_job): the file, the site's defaults, the
+// PARTRAIN_* environment, then this command's options.
+Result<config::JobConfig> resolve(const RunArgs& a) {
+  Result<config::SiteConfig> site = config::load_site_config("");
+  if (!site) return site.status();
+  config::apply_log_level(*site);
+  config::Overrides ov;
+  if (!a.spec.empty()) ov.spec = a.spec;
+  if (a.steps > 0) ov.steps = a.steps;
+  if (!a.resume.empty()) ov.resume = a.resume;
+  // The workers' device (cpu or cuda: each gets its own GPU); one rank may name one, cuda:N.
+  if (!a.device.empty() && a.nproc > 0) ov.device = a.device;
+  Result<config::JobConfig> job = config::resolve_job(a.job, *site, ov);
+  if (job && !a.device.empty() && a.nproc == 0) job->device = a.device;
   return job;
 }
 
-// One rank only, for now: every degree of the layout must be 1.
-Status check_single_rank(const config::JobConfig& job, const std::string& cli_spec) {
-  ParallelSpec spec = job.parallelism;
-  if (!cli_spec.empty()) {
-    Result<ParallelSpec> s = overlay_spec(spec, cli_spec);
-    if (!s) return s.status();
-    spec = *s;
-  }
-  const int dp = spec.dp.value_or(1);
-  if (spec.tp != 1 || spec.pp != 1 || dp != 1 || spec.ep != 1 || spec.cp != 1) {
+// Without --nproc a run has one rank: a layout of more says how to start them.
+Status check_one_rank(const config::JobConfig& job) {
+  const ParallelSpec& spec = job.parallelism;
+  if (spec.tp != 1 || spec.pp != 1 || spec.dp.value_or(1) != 1 || spec.ep != 1 || spec.cp != 1) {
     return Status::invalid(fmt::format(
         "--partrain={}: more than one rank; add --nproc N to start N local worker ranks "
         "(e.g. --partrain=dp2 --nproc 2), or submit through Slurm with partraind", spec.to_string()));
@@ -100,25 +103,12 @@ int run_local_agent(const RunArgs& a) {
     return fail(Status::invalid(fmt::format("--device {}: with --nproc every worker gets its own GPU; "
                                             "use --device cuda (or cpu)", a.device)));
   }
-  // The layout against the model (heads, kv_heads, hidden, seq_len % tp, ...), by the
-  // layout core, before the agent starts any worker.
+  // The job as the agent will check it (config/supported.h check_job), before it starts any
+  // worker, so the refusal is this command's one line.
   {
-    Result<config::SiteConfig> site = config::load_site_config("");
-    if (!site) return fail(site.status());
-    config::Overrides ov;
-    if (!a.spec.empty()) ov.spec = a.spec;
-    if (!a.device.empty()) ov.device = a.device;
-    if (!a.resume.empty()) ov.resume = a.resume;
-    Result<config::JobConfig> job = config::resolve_job(a.job, *site, ov);
+    Result<config::JobConfig> job = resolve(a);
     if (!job) return fail(job.status());
-    if (Status s = config::validate_layout(*job, a.nproc); !s) {
-      std::fprintf(stderr, "%s\n", s.message().c_str());  // the layout core's, prefixed
-      return exit_code_for(s);
-    }
-    Result<Layout> layout = Layout::create(a.nproc, job->parallelism);
-    if (!layout) return fail(layout.status());
-    if (Status s = config::check_supported(*job, *layout); !s) return fail(s);
-    if (Status s = config::check_paths(*job); !s) return fail(s);
+    if (Status s = config::check_job(*job, a.nproc); !s) return fail(s);
     // One GPU per worker, checked as the agent will check it, in one line.
     if (job->device == "cuda") {
       const agent::NodeGpus gpus = agent::node_gpus(std::getenv("CUDA_VISIBLE_DEVICES"));
@@ -139,6 +129,7 @@ int run_local_agent(const RunArgs& a) {
   o.resume_with_changes = a.resume_with_changes;
   o.trace = a.trace;
   o.hardware = a.hardware;
+  o.hardware_dir = a.hardware_dir;
   o.init = a.init;
   return agent::run_agent(o);
 }
@@ -162,12 +153,59 @@ void log_restart_count() {
   }
 }
 
+// One rank, no agent: this process is the job's coordinator (the state store, the resume
+// point, the commits) and its only worker, running the worker's own training
+// (worker/worker_run.h) on a world of one.
+int run_one_rank(const RunArgs& a) {
+  Result<config::JobConfig> job = resolve(a);
+  if (!job) return fail(job.status());
+  if (Status s = check_one_rank(*job); !s) return fail(s);
+  if (Status s = config::check_job(*job, 1); !s) return fail(s);
+  Result<Layout> layout = Layout::create(1, job->parallelism);
+  if (!layout) return fail(layout.status());
+  Result<planner::RunAccounting> acct = planner::run_accounting(job->model, job->device, a.hardware, a.hardware_dir);
+  if (!acct) return fail(acct.status());
+  log::set_context(job->name, "", 0);
+  if (!a.trace.empty()) {
+    trace::configure(*trace::StepSet::parse(a.trace), job->run_dir + "/trace/rank-0.json", 0, "rank 0");
+  }
+  // The state store: resume from the newest checkpoint that verifies, if any.
+  log_restart_count();
+  store::CoordinatorOptions co = store::coordinator_options(
+      job->model, job->training, job->data, store::checkpoint_root(job->checkpoint.dir, job->run_dir),
+      job->checkpoint.keep, partrain::version());
+  co.allow_changed_inputs = a.resume_with_changes;
+  Result<std::unique_ptr<store::Coordinator>> coord =
+      agent::open_for_resume(co, job->checkpoint.resume, agent::first_start_of_job());
+  if (!coord) return fail(coord.status());
+  Result<std::optional<store::Checkpoint>> resume = (*coord)->resume_point();
+  if (!resume) return fail(resume.status());
+  LocalCommitter committer(coord->get());
+  worker::ProcessGroups no_groups;      // a world of one talks to no one
+  worker::Strategies no_strategies;     // and runs no strategy plugin
+  worker::WorkerRun r;
+  r.job = &*job;
+  r.layout = &*layout;
+  r.groups = &no_groups;
+  r.strategies = &no_strategies;
+  r.stop = &install_stop_signal();
+  r.model_flops_per_token = acct->model_flops_per_token;
+  r.peak_flops_per_rank = acct->peak_flops_per_rank;
+  r.ckpt_root = (*coord)->store().root();
+  r.committer = &committer;
+  r.resume = *resume ? &**resume : nullptr;
+  r.init = a.init;
+  r.save_path = a.save;
+  r.progress_bar = isatty(STDOUT_FILENO) != 0;
+  if (Status s = worker::train(r); !s) return fail(s);
+  std::printf("metrics: %s/metrics.jsonl\n", job->run_dir.c_str());
+  return kExitOk;
+}
+
 int run_train(const RunArgs& given) {
-  // --hardware-dir reaches load_hardware here and in the workers as PARTRAIN_HARDWARE_DIR.
-  if (!given.hardware_dir.empty()) ::setenv("PARTRAIN_HARDWARE_DIR", given.hardware_dir.c_str(), 1);
   RunArgs a = given;
   if (a.spec == "auto") {  // the planner's choice, as if the user had typed it
-    Result<std::string> spec = auto_spec(a.job, a.nproc, a.device, a.hardware);
+    Result<std::string> spec = auto_spec(a.job, a.nproc, a.device, a.hardware, a.hardware_dir);
     if (!spec) return fail(spec.status());
     a.spec = *spec;
   }
@@ -175,70 +213,7 @@ int run_train(const RunArgs& given) {
     if (Result<trace::StepSet> steps = trace::StepSet::parse(a.trace); !steps) return fail(steps.status());
   }
   if (a.nproc > 0) return run_local_agent(a);
-  Result<config::JobConfig> job = load(a.job);
-  if (!job) return fail(job.status());
-  if (!a.resume.empty()) {
-    config::Overrides ov;
-    ov.resume = a.resume;
-    if (Status s = config::apply_command_line(ov, &*job); !s) return fail(s);
-  }
-  if (Status s = check_single_rank(*job, a.spec); !s) return fail(s);
-  if (Status s = config::check_paths(*job); !s) return fail(s);
-  engine::train::RunOptions o;
-  o.model = job->model;
-  o.train = job->training;
-  o.data = job->data;
-  o.name = job->name;
-  o.run_dir = job->run_dir;
-  o.device = a.device.empty() ? job->device : a.device;
-  o.precision = job->precision;
-  Result<planner::RunAccounting> acct = planner::run_accounting(job->model, o.device, a.hardware);
-  if (!acct) return fail(acct.status());
-  o.model_flops_per_token = acct->model_flops_per_token;
-  o.peak_flops_per_rank = acct->peak_flops_per_rank;
-  o.save_path = a.save;
-  if (a.steps > 0) o.train.steps = a.steps;
-  o.progress_bar = isatty(STDOUT_FILENO) != 0;
-  log::set_context(job->name, "", 0);
-  if (!a.trace.empty()) {
-    trace::configure(*trace::StepSet::parse(a.trace), o.run_dir + "/trace/rank-0.json", 0, "rank 0");
-  }
-  o.stop = &install_stop_signal();
-  // The state store: resume from the newest checkpoint that verifies, if any.
-  log_restart_count();
-  store::CoordinatorOptions co = store::coordinator_options(
-      job->model, o.train, job->data, store::checkpoint_root(job->checkpoint.dir, job->run_dir), job->checkpoint.keep,
-      partrain::version());
-  co.allow_changed_inputs = a.resume_with_changes;
-  Result<std::unique_ptr<store::Coordinator>> coord =
-      agent::open_for_resume(co, job->checkpoint.resume, agent::first_start_of_job());
-  if (!coord) return fail(coord.status());
-  Result<std::optional<store::Checkpoint>> resume = (*coord)->resume_point();
-  if (!resume) return fail(resume.status());
-  Result<std::unique_ptr<engine::train::Trainer>> t = engine::train::Trainer::create(o);
-  if (!t) return fail(t.status());
-  if (*resume) {
-    const store::Checkpoint& c = **resume;
-    if (!a.init.empty()) {
-      log::warn("store", "--init {} is not used: the run resumes from its checkpoint of step {}", a.init,
-                c.state.step);
-    }
-    if (Status s = store::restore_trainer(**t, (*coord)->store().root(), c, nullptr, true); !s) return fail(s);
-  } else if (!a.init.empty()) {
-    if (Status s = store::init_from_hf(**t, a.init, nullptr); !s) return fail(s);
-    log::info("engine", "starting from the weights of {}", a.init);
-  }
-  LocalCommitter committer(coord->get());
-  store::SaverOptions so;
-  so.root = (*coord)->store().root();
-  so.every = job->checkpoint.every;
-  so.async = job->checkpoint.async;
-  store::CheckpointSaver saver(so, &committer);
-  (*t)->set_save_hook(&saver);
-  if (Status s = (*t)->run(); !s) return fail(s);
-  if (Status s = saver.wait(); !s) return fail(s);
-  std::printf("metrics: %s/metrics.jsonl\n", o.run_dir.c_str());
-  return kExitOk;
+  return run_one_rank(a);
 }
 
 }  // namespace

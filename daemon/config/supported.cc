@@ -50,6 +50,19 @@ Status check_supported(const JobConfig& job, const Layout& layout) {
   return Status::ok();
 }
 
+Status check_job(const JobConfig& job, int world) {
+  const Status s = [&]() -> Status {
+    Result<Layout> layout = Layout::create(world, job.parallelism);
+    if (!layout) return layout.status();
+    if (Result<int> ga = grad_accum_steps(job, layout->dp()); !ga) return ga.status();
+    PARTRAIN_RETURN_IF_ERROR(validate_layout(job, world));
+    PARTRAIN_RETURN_IF_ERROR(check_supported(job, *layout));
+    return check_paths(job);
+  }();
+  // Whatever the check that refused it, it is the job's configuration: a usage error (exit 2).
+  return s ? s : Status::invalid(s.message());
+}
+
 Status check_paths(const JobConfig& job) {
   const std::string checkpoints = job.checkpoint.dir.empty() ? job.run_dir + "/checkpoints" : job.checkpoint.dir;
   const std::pair<std::string, const char*> folders[] = {

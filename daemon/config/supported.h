@@ -1,6 +1,5 @@
-// What this version of partrain runs, decided once, before any worker starts: the agent
-// (partraind, `partrain run --nproc`) calls it after validate_layout, and the worker calls it
-// again as a guard. Each refusal is one line naming the combination and the fix (exit 2).
+// What this version of partrain runs, decided once, before any worker starts, as part of
+// check_job (below). Each refusal is one line naming the combination and the fix (exit 2).
 //
 // The table, as of this version (GPU ranks: also the emulated GPU, daemon/gpu/emu, which
 // proves in CI what runs there: tests/runtime/emu_layout_test.cc):
@@ -27,6 +26,14 @@
 namespace partrain::config {
 
 Status check_supported(const JobConfig& job, const Layout& layout);
+
+// The one check of a job on `world` ranks that every entry point makes before any rank
+// starts (partraind's agent on every node, `partrain run` on one rank and with --nproc) and
+// each worker repeats as a cheap guard, so a job is refused in the same words whoever starts
+// it: the layout on the world (Layout::create), the global batch's split over its dp, the
+// layout against the model (validate_layout), what this version runs (check_supported) and
+// the run's folders (check_paths). The first refusal, one line naming the fix (invalid).
+Status check_job(const JobConfig& job, int world);
 
 // The files partrain names under the run folder and the checkpoint folder (a rank's shard
 // "step-000000000012/rank-00003.bin.tmp.PID", RocksDB's files in state.db/, TensorBoard's

@@ -17,10 +17,11 @@ struct RunAccounting {
   std::string profile;             // the profile's name, for the log
 };
 
-// `hardware`: a profile name or file (load_hardware), or "" for the device's default: the
-// shipped `cpu` profile on CPU ranks when it can be found, none on GPUs (the step line then
-// shows no MFU). invalid, naming the profile, when an asked-for profile does not load.
+// `hardware`: a profile name or file (load_hardware, names looked up in `hardware_dir` when
+// given), or "" for the device's default: the shipped `cpu` profile on CPU ranks when it can
+// be found, none on GPUs (the step line then shows no MFU). invalid, naming the profile, when
+// an asked-for profile does not load.
 Result<RunAccounting> run_accounting(const engine::ModelOptions& model, const std::string& device,
-                                     const std::string& hardware);
+                                     const std::string& hardware, const std::string& hardware_dir = "");
 
 }  // namespace partrain::planner

@@ -73,10 +73,11 @@ Status run(const std::string& job_path, const std::atomic<bool>* stop) {
   log::set_context(job->name, w->node_name, w->rank);
   PARTRAIN_RETURN_IF_ERROR(trace::configure_from_env(job->run_dir, w->rank,
                                                      fmt::format("rank {} {}", w->rank, w->node_name)));
+  // The agent checked the job before it started this worker; the same check again is cheap,
+  // and guards a worker started by hand.
+  PARTRAIN_RETURN_IF_ERROR(config::check_job(*job, w->world));
   Result<Layout> layout = Layout::create(w->world, job->parallelism);
   if (!layout) return layout.status();
-  PARTRAIN_RETURN_IF_ERROR(config::validate_layout(*job, w->world));
-  PARTRAIN_RETURN_IF_ERROR(config::check_supported(*job, *layout));
   // Pipeline parallel: the schedule checked and the model partitioned before any rank talks
   // to another (every rank decides the same).
   std::optional<PipelinePlan> pipe;

@@ -107,6 +107,8 @@ Result<train::RunOptions> RankTraining::options() const {
   o.model_flops_per_token = run_.model_flops_per_token;
   o.peak_flops_per_rank = run_.peak_flops_per_rank;
   o.stop = run_.stop;
+  o.save_path = run_.save_path;
+  o.progress_bar = run_.progress_bar;
   return o;
 }
 

@@ -49,6 +49,10 @@ struct WorkerRun {
   const store::Checkpoint* resume = nullptr;
   // A fresh start's weights (partraind --init: Hugging Face safetensors); "" = the seed's.
   std::string init;
+  // `partrain run` on one rank (a world of one, no agent): the final weights written here as
+  // Hugging Face safetensors ("" = none), and a progress bar on its terminal.
+  std::string save_path;
+  bool progress_bar = false;
 };
 
 // Trains job->training.steps steps (from the resume checkpoint's step on), saving as
