@@ -16,11 +16,17 @@ namespace {
 
 class Device : public Runtime {
  protected:
-  // A stand-in worker: writes "<CUDA_VISIBLE_DEVICES> <PARTRAIN_DEVICE>" to DIR/rank<R>, exits 0.
+  // A stand-in worker: writes "<CUDA_VISIBLE_DEVICES> <PARTRAIN_DEVICE>" to DIR/rank<R>, and
+  // exits 0 once both ranks' files are there (at most 30 s): the first exit is an early one,
+  // for which the agent stops the other rank, which on a loaded machine may not have written
+  // its file yet. Written aside and renamed, so a file that is there is whole.
   std::string fake_worker() {
     const std::string path = dir_ + "/fake-worker.sh";
-    std::ofstream(path) << "#!/bin/sh\necho \"$CUDA_VISIBLE_DEVICES $PARTRAIN_DEVICE\" > \"" << dir_
-                        << "/rank$PARTRAIN_RANK\"\n";
+    const std::string f = dir_ + "/rank";
+    std::ofstream(path) << "#!/bin/sh\necho \"$CUDA_VISIBLE_DEVICES $PARTRAIN_DEVICE\" > \"" << f
+                        << "$PARTRAIN_RANK.tmp\" && mv \"" << f << "$PARTRAIN_RANK.tmp\" \"" << f
+                        << "$PARTRAIN_RANK\"\ni=0\nwhile [ $i -lt 300 ] && { [ ! -e \"" << f << "0\" ] || [ ! -e \""
+                        << f << "1\" ]; }; do sleep 0.1; i=$((i + 1)); done\n";
     ::chmod(path.c_str(), 0755);
     return path;
   }
