@@ -35,7 +35,10 @@ std::map<std::string, double> fit_sustained_clock(const std::vector<PlannedRun>&
     if (r.run->half == half) by_family[device_family(r.run->profile)].push_back(&r);
   }
   std::map<std::string, double> out;
-  for (const auto& [family, members] : by_family) {
+  for (const auto& [family, group] : by_family) {
+    // A lambda may not capture a structured binding before C++20's P1091 (clang 16): a plain
+    // reference for the sanitizer tree's clang 14.
+    const std::vector<const PlannedRun*>& members = group;
     auto loss = [&](double clock) {
       double worst = 0, sum = 0;
       for (const PlannedRun* r : members) {
