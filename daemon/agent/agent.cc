@@ -39,6 +39,7 @@
 #include "config/job_config.h"
 #include "config/site_config.h"
 #include "config/supported.h"
+#include "worker/strategies.h"
 #include "layout/layout.h"
 #include "planner/run_accounting.h"
 #include "store/coordinator.h"
@@ -140,8 +141,13 @@ Result<ResolvedJob> resolve(const AgentOptions& o) {
   if (!place) return config_error(place.status());
   log::set_context(job->name, place->node_name, -1);
   if (!o.standalone) resolve_node_addresses(&*place);
-  // Refused here, before any worker starts, on every node (config/supported.h).
+  // Refused here, before any worker starts, on every node: the job (config/supported.h), then
+  // its plugins and pipeline schedule, loaded and checked once in a child process
+  // (worker/strategies.h), so no worker forks a probe.
   PARTRAIN_RETURN_IF_ERROR(config::check_job(*job, place->world));
+  Result<Layout> layout = Layout::create(place->world, job->parallelism);
+  if (!layout) return config_error(layout.status());
+  PARTRAIN_RETURN_IF_ERROR(worker::check_strategies(*job, *layout, site.plugin_dir));
   Result<planner::RunAccounting> acct = planner::run_accounting(job->model, job->device, o.hardware, o.hardware_dir);
   if (!acct) return config_error(acct.status());
   Result<std::vector<std::string>> gpus = bind_gpus(*job, static_cast<int>(place->node_ranks.size()));

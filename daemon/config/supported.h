@@ -12,11 +12,12 @@
 //   cp or zeroN                    not run yet: plugin ABI v2 moves fp32 buffers, typed
 //                                  buffers come with ABI v3 (set precision = "fp32")
 // On GPU ranks, a data, tensor or expert plugin without PARTRAIN_CAP_CUDA (it reads buffers
-// on the host) is refused by the worker that loads it, the one check that needs the plugin's
-// file (worker/transports.h check_plugin_memory). fp32 storage runs every other layout on GPU
-// ranks, compositions included.
-// A schedule that splits backward (ZB-H1) with recompute, MoE or tp is refused when the
-// schedule is built (worker/pipeline_plan.h), the only check that needs the plugin.
+// on the host) is refused by the checks that need the plugin's file (worker/transports.h
+// check_plugin_memory), which the agent makes next, also before any worker starts
+// (worker/strategies.h check_strategies, with the pipeline schedule's own check). fp32
+// storage runs every other layout on GPU ranks, compositions included.
+// A schedule that splits backward (ZB-H1) runs with recompute, MoE and tp; with zero2 or zero3
+// it is refused when the model is built (engine/model/weight_grads.cc): use zero1.
 #pragma once
 
 #include "common/status.h"

@@ -82,7 +82,7 @@ Status run(const std::string& job_path, const std::atomic<bool>* stop) {
   // to another (every rank decides the same).
   std::optional<PipelinePlan> pipe;
   if (layout->pp() > 1) {
-    Result<PipelinePlan> p = plan_pipeline(*job, *layout, site->plugin_dir);
+    Result<PipelinePlan> p = plan_pipeline(*job, *layout, site->plugin_dir, plugin::Open::kDirect);
     if (!p) return p.status();
     pipe = std::move(p).value();
     if (w->rank == 0) {
@@ -91,7 +91,8 @@ Status run(const std::string& job_path, const std::atomic<bool>* stop) {
                 pipeline::describe_partition(pipe->parts, layout->pp()));
     }
   }
-  Result<Strategies> strategies = load_strategies(*job, *layout, site->plugin_dir, w->rank == 0);
+  // The agent probed these plugins (strategies.h check_strategies): opened here directly.
+  Result<Strategies> strategies = load_strategies(*job, *layout, site->plugin_dir, plugin::Open::kDirect, w->rank == 0);
   if (!strategies) return strategies.status();
   // The rendezvous store: the resume point, the commit channel, the groups.
   Result<std::string> secret = comm::secret_from_env();

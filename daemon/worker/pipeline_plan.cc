@@ -17,11 +17,11 @@ using pipeline::Action;
 using pipeline::Kind;
 
 Result<PipelinePlan> plan_pipeline(const config::JobConfig& job, const Layout& layout,
-                                   const std::string& plugin_dir) {
+                                   const std::string& plugin_dir, plugin::Open open) {
   const ParallelSpec& spec = job.parallelism;
   Result<int> m = config::grad_accum_steps(job, layout.dp());
   if (!m) return m.status();
-  Result<std::unique_ptr<plugin::SchedulePlugin>> plug = plugin::find_probed<plugin::SchedulePlugin>(plugin_dir, spec.sched);
+  Result<std::unique_ptr<plugin::SchedulePlugin>> plug = plugin::find_plugin<plugin::SchedulePlugin>(plugin_dir, spec.sched, open);
   if (!plug) return Status::invalid(plug.status().message());
   Result<pipeline::Schedule> sched = plugin::build_schedule(**plug, layout.pp(), *m, spec.virtual_stages);
   if (!sched) return Status::invalid(sched.status().message());

@@ -21,6 +21,7 @@
 #include "layout/layout.h"
 #include "pipeline/partition.h"
 #include "pipeline/schedule.h"
+#include "plugin/child_probe.h"
 
 namespace partrain::worker {
 
@@ -30,11 +31,11 @@ struct PipelinePlan {
   std::string source;                      // "1f1b 0.1.0 from PATH", for the log
 };
 
-// Loads the schedule plugin the spec names (sched=NAME[:V]) from `plugin_dir`, builds it
-// for (pp, m = grad_accum, v), checks it and partitions the model. invalid with the
-// checker's first violation for a bad schedule.
+// Loads the schedule plugin the spec names (sched=NAME[:V]) from `plugin_dir` (opened as
+// `open` says: strategies.h), builds it for (pp, m = grad_accum, v), checks it and
+// partitions the model. invalid with the checker's first violation for a bad schedule.
 Result<PipelinePlan> plan_pipeline(const config::JobConfig& job, const Layout& layout,
-                                   const std::string& plugin_dir);
+                                   const std::string& plugin_dir, plugin::Open open);
 
 // The stage model of each chunk pipeline rank `pp_rank` holds, in chunk order.
 std::vector<engine::model::StageOptions> stage_options(const PipelinePlan& plan, int pp_rank);

@@ -8,6 +8,11 @@
 // (The pipeline family's schedule is loaded by pipeline_plan.h, which checks it first.)
 // A plugin that does not load, or a data plugin that cannot take GPU memory on a GPU rank,
 // is a configuration error (invalid, exit 2) naming the file and the fix.
+//
+// Decided once, before any worker starts: the agent calls check_strategies on its node, which
+// makes the workers' own load (and the pipeline plan) in a throw-away child process, each
+// plugin probed in a child of its own, so a refusal is one line from the agent instead of one
+// from every rank, and no rank forks a probe. A worker then opens the same files directly.
 #pragma once
 
 #include <memory>
@@ -16,6 +21,7 @@
 #include "common/status.h"
 #include "config/job_config.h"
 #include "layout/layout.h"
+#include "plugin/child_probe.h"
 #include "plugin/context_loader.h"
 #include "plugin/data_loader.h"
 #include "plugin/expert_loader.h"
@@ -39,8 +45,15 @@ struct Strategies {
   Loaded<plugin::ContextPlugin> context;
 };
 
-// Loads what `layout` needs; `log` (one rank) says which plugin came from where.
+// Loads what `layout` needs, each plugin opened as `open` says; `log` (one rank) says which
+// plugin came from where.
 Result<Strategies> load_strategies(const config::JobConfig& job, const Layout& layout,
-                                   const std::string& plugin_dir, bool log);
+                                   const std::string& plugin_dir, plugin::Open open, bool log);
+
+// The agent's check, once per node before it starts any worker: load_strategies and, under
+// pp > 1, plan_pipeline (pipeline_plan.h: the schedule built and checked) run in a child
+// process, every plugin probed (plugin/child_probe.h). The agent itself never loads a
+// plugin. The first refusal, one line (invalid).
+Status check_strategies(const config::JobConfig& job, const Layout& layout, const std::string& plugin_dir);
 
 }  // namespace partrain::worker
