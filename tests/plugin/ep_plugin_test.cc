@@ -47,14 +47,9 @@ struct RankResult {
 
 void run_rank(int rank, int port, const partrain_expert_v1_t* api, RankResult* out) {
   auto fail = [&](const Status& s) { out->status = s; };
-  auto store = comm::RendezvousClient::connect("127.0.0.1", port, kSecret);
-  if (!store) return fail(store.status());
-  comm::GlooOptions go;
-  go.host = "127.0.0.1";
-  go.connect_timeout = std::chrono::seconds(20);
-  auto c = comm::create_gloo_communicator(comm::GroupSpec{"ep0", {0, 1, 2}, rank}, **store, go);
+  Result<partrain::testing::ThreadRank> c = partrain::testing::connect_thread_rank(rank, port, kSecret, "ep0");
   if (!c) return fail(c.status());
-  ExpertPluginComm ep(api, c->get(), c->get(), nullptr);
+  ExpertPluginComm ep(api, c->comm.get(), c->comm.get(), nullptr);
   Status s = ep.init("", 6, rank, kRanks);
   if (!s) return fail(s);
   // The send buffer: the rows for rank 0, then 1, then 2.

@@ -18,6 +18,7 @@
 #include "comm/gloo/gloo_communicator.h"
 #include "comm/rendezvous/client.h"
 #include "plugin/data_loader.h"
+#include "plugin/bad_tables.h"
 #include "plugin/thread_ranks.h"
 #include "worker/data_plugin_comm.h"
 
@@ -46,15 +47,10 @@ struct RankResult {
 
 void run_rank(int rank, int port, const partrain_strategy_v2_t* api, RankResult* out) {
   auto fail = [&](const Status& s) { out->status = s; };
-  auto store = comm::RendezvousClient::connect("127.0.0.1", port, kSecret);
-  if (!store) return fail(store.status());
-  comm::GlooOptions go;
-  go.host = "127.0.0.1";
-  go.connect_timeout = std::chrono::seconds(20);
-  auto c = comm::create_gloo_communicator(comm::GroupSpec{"dp0", {0, 1, 2}, rank}, **store, go);
+  Result<partrain::testing::ThreadRank> c = partrain::testing::connect_thread_rank(rank, port, kSecret, "dp0");
   if (!c) return fail(c.status());
   DataPluginComm plugin(nullptr, api);
-  Status s = plugin.init("rank = 2\nwarmup_steps = 1\n", c->get(), rank, kN, 0);
+  Status s = plugin.init("rank = 2\nwarmup_steps = 1\n", c->comm.get(), rank, kN, 0);
   if (!s) return fail(s);
   for (int t = 0; t < kSteps; ++t) {
     std::vector<float>& g = out->grads[static_cast<size_t>(t)];
@@ -159,24 +155,12 @@ TEST(PowerSgdPlugin, WarmUpThenRankRWithWarmStartAndErrorFeedback) {
 }
 
 TEST(PowerSgdPlugin, BadTableIsRefusedWithTheFix) {
-  Result<std::unique_ptr<plugin::DataPlugin>> p = plugin::DataPlugin::find(PARTRAIN_BUILD_PLUGINDIR, "powersgd");
-  ASSERT_TRUE(p) << p.status().message();
-  const std::pair<const char*, const char*> cases[] = {
+  partrain::testing::expect_tables_refused("powersgd", {
       {"rank = 0\n", "[plugins.powersgd] rank: need a whole number from 1 to 1024, e.g. 4"},
       {"warmup_steps = 1.5\n",
        "[plugins.powersgd] warmup_steps: need a whole number of steps, 0 or more, e.g. 10"},
       {"bucket_mb = 1\n", "[plugins.powersgd]: unknown key 'bucket_mb'; the keys are rank, warmup_steps"},
-  };
-  for (const auto& [table, message] : cases) {
-    partrain_comm_v2_t comm{};
-    comm.size = 2;
-    partrain_init_args_v2_t args{sizeof args, table, &comm, 0, 2, 100, 0};
-    partrain_data_plan_v2_t plan{sizeof plan, 0, 0, 100, 1};
-    void* state = nullptr;
-    char err[256] = {0};
-    EXPECT_EQ((*p)->v2()->init(&args, &plan, &state, err, sizeof err), PARTRAIN_EINVAL) << table;
-    EXPECT_STREQ(err, message);
-  }
+  });
 }
 
 }  // namespace

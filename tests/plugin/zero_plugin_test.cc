@@ -37,16 +37,11 @@ struct RankResult {
 // 3 (i + 1) * 2 = 6 (i + 1); handed over twice (two micro-batches), the shard holds 12 (i + 1).
 void run_rank(int rank, int port, const partrain_strategy_v2_t* api, RankResult* out) {
   auto fail = [&](const Status& s) { out->status = s; };
-  auto store = comm::RendezvousClient::connect("127.0.0.1", port, kSecret);
-  if (!store) return fail(store.status());
-  comm::GlooOptions go;
-  go.host = "127.0.0.1";
-  go.connect_timeout = std::chrono::seconds(20);
-  auto c = comm::create_gloo_communicator(comm::GroupSpec{"dp0", {0, 1, 2}, rank}, **store, go);
+  Result<partrain::testing::ThreadRank> c = partrain::testing::connect_thread_rank(rank, port, kSecret, "dp0");
   if (!c) return fail(c.status());
   DataPluginComm plugin(nullptr, api);
   constexpr uint64_t kAll = PARTRAIN_HOST_SHARD_OPTIMIZER | PARTRAIN_HOST_SHARD_GRADS | PARTRAIN_HOST_SHARD_PARAMS;
-  Status s = plugin.init("bucket_mb = 0.000008\n", c->get(), rank, kN, kAll);  // 2-element buckets
+  Status s = plugin.init("bucket_mb = 0.000008\n", c->comm.get(), rank, kN, kAll);  // 2-element buckets
   if (!s) return fail(s);
   out->plan = plugin.plan();
   const size_t lo = out->plan.shard_begin, hi = out->plan.shard_end;
@@ -76,7 +71,7 @@ void run_rank(int rank, int port, const partrain_strategy_v2_t* api, RankResult*
   if (!(s = plugin.step_end(&stats))) return fail(s);
   if (stats.collectives == 0) return fail(Status::internal("no collectives counted"));
   // The v2 communicator's broadcast from rank 1.
-  partrain_comm_v2_t cv2 = make_plugin_comm_v2(c->get());
+  partrain_comm_v2_t cv2 = make_plugin_comm_v2(c->comm.get());
   out->broadcast = {static_cast<float>(rank), 7.0f * static_cast<float>(rank)};
   void* work = nullptr;
   char err[256] = {0};
