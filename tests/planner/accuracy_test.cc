@@ -13,22 +13,17 @@
 
 #include "bench/planner/calibrate.h"
 #include "planner/plan.h"
-
-#ifndef PARTRAIN_SOURCE_DIR
-#error "PARTRAIN_SOURCE_DIR must be defined by the build"
-#endif
+#include "hardware_dir.h"
 
 namespace partrain::bench {
 namespace {
-
-const std::string kHardwareDir = std::string(PARTRAIN_SOURCE_DIR) + "/etc/hardware";
 
 // The held-out half: rows the calibration never saw (calibrate.h fits one constant per
 // device family on the other half). Every row within 25% and their rms within 10%; the
 // count outside 10% is printed (the goal is every row within 10%: see the report in
 // bench/planner/README.md for where the model still misses).
 TEST(PlannerAccuracy, HeldOutHalfPredictedFromTheCalibrationHalf) {
-  Result<std::vector<PlannedRun>> rows = plan_published(kHardwareDir);
+  Result<std::vector<PlannedRun>> rows = plan_published(planner::kHardwareDir);
   ASSERT_TRUE(rows.is_ok()) << rows.status().message();
   std::set<std::string> sources, profiles;
   double sum = 0;
@@ -54,7 +49,7 @@ TEST(PlannerAccuracy, HeldOutHalfPredictedFromTheCalibrationHalf) {
 // The shipped profiles carry what the calibration half gives (fit_half.sh --fit): a change
 // to the model or a profile's measured constants must be followed by a recalibration.
 TEST(PlannerAccuracy, ShippedSustainedClockIsTheCalibrationHalfFit) {
-  Result<std::vector<PlannedRun>> rows = plan_published(kHardwareDir);
+  Result<std::vector<PlannedRun>> rows = plan_published(planner::kHardwareDir);
   ASSERT_TRUE(rows.is_ok()) << rows.status().message();
   const std::map<std::string, double> fitted = fit_sustained_clock(*rows, Half::kCalibration);
   ASSERT_EQ(fitted.size(), 2u);
@@ -81,7 +76,7 @@ TEST(PlannerAccuracy, ShippedSustainedClockIsTheCalibrationHalfFit) {
 // The layouts that ran fit in their devices, as each framework holds memory
 // (framework_memory.h), but for rows whose memory the table marks unverified (with why).
 TEST(PlannerAccuracy, PublishedLayoutsThatRanFit) {
-  Result<std::vector<PlannedRun>> rows = plan_published(kHardwareDir);
+  Result<std::vector<PlannedRun>> rows = plan_published(planner::kHardwareDir);
   ASSERT_TRUE(rows.is_ok()) << rows.status().message();
   int checked = 0;
   for (const PlannedRun& r : *rows) {
@@ -126,7 +121,7 @@ TEST(PlannerAccuracy, Llama3LayoutsThatRanFitInEightyGigabytes) {
   // Llama 3 trained 405B at 8K on tp8 x pp16 x dp64 and at 128K on tp8 x cp16 x pp16 x dp8,
   // without activation recompute at 8K, FSDP sharding the states. Planned as partrain
   // would run them (ZeRO-3 over dp x cp, 1F1B), both fit in an H100's 80 GiB.
-  const planner::HardwareProfile hw = *planner::load_hardware("H100-SXM", kHardwareDir);
+  const planner::HardwareProfile hw = *planner::load_hardware("H100-SXM", planner::kHardwareDir);
   Result<planner::Plan> short_ctx = planner::make_plan(llama405(8192, 2048, "tp8,pp16,dp64,zero3"), {1024, 8}, hw);
   ASSERT_TRUE(short_ctx.is_ok()) << short_ctx.status().message();
   EXPECT_TRUE(short_ctx->fits) << short_ctx->memory.total() / (1 << 30) << " GiB";

@@ -14,15 +14,10 @@
 #include "planner/memory.h"
 #include "planner/plan.h"
 #include "planner/step_time.h"
-
-#ifndef PARTRAIN_SOURCE_DIR
-#error "PARTRAIN_SOURCE_DIR must be defined by the build"
-#endif
+#include "hardware_dir.h"
 
 namespace partrain::planner {
 namespace {
-
-const std::string kHardwareDir = std::string(PARTRAIN_SOURCE_DIR) + "/etc/hardware";
 
 ModelDims llama7b() {
   engine::ModelOptions o;

@@ -7,15 +7,10 @@
 #include "config/job_config.h"
 #include "planner/plan.h"
 #include "planner/runnable.h"
-
-#ifndef PARTRAIN_SOURCE_DIR
-#error "PARTRAIN_SOURCE_DIR must be defined by the build"
-#endif
+#include "hardware_dir.h"
 
 namespace partrain::planner {
 namespace {
-
-const std::string kHardwareDir = std::string(PARTRAIN_SOURCE_DIR) + "/etc/hardware";
 
 config::JobConfig tiny(int layers = 8, int experts = 0) {
   const std::string text = "[model]\narch = \"gpt2\"\nvocab_size = 256\nseq_len = 64\nlayers = " +

@@ -17,15 +17,10 @@
 #include "planner/gemm.h"
 #include "planner/plan.h"
 #include "planner/step_time.h"
-
-#ifndef PARTRAIN_SOURCE_DIR
-#error "PARTRAIN_SOURCE_DIR must be defined by the build"
-#endif
+#include "hardware_dir.h"
 
 namespace partrain::planner {
 namespace {
-
-const std::string kHardwareDir = std::string(PARTRAIN_SOURCE_DIR) + "/etc/hardware";
 
 // A device with round numbers: 100 TFLOP/s peak, half of it for GEMMs, K ramp 1000,
 // 16 SMs, 1 TB/s, 1 us per kernel; links 100 GB/s in a node, 10 GB/s per device out of
