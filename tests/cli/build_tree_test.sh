@@ -5,12 +5,8 @@
 # is unset so the site config's [paths] hardware_dir is what is tested.
 #   build_tree_test.sh PARTRAIN SOURCE_DIR SITE_CONFIG
 set -euo pipefail
-partrain=$1 src=$2
-export PARTRAIN_SITE_CONFIG=$3 OMP_NUM_THREADS=1
+source "$(dirname "$0")/../shell_test_env.sh"
 unset PARTRAIN_HARDWARE_DIR
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
 cd "$work"
 
 "$partrain" plan "$src/etc/examples/tiny.toml" --partrain=tp2 --nodes 1 --gpus-per-node 2 --hardware H100-SXM \

@@ -7,12 +7,8 @@
 #    --nproc: the agent), with PARTRAIN_HARDWARE_DIR unset.
 #   run_bootstrap_test.sh PARTRAIN SOURCE_DIR SITE_CONFIG
 set -euo pipefail
-partrain=$1 src=$2
-export PARTRAIN_SITE_CONFIG=$3 OMP_NUM_THREADS=1
+source "$(dirname "$0")/../shell_test_env.sh"
 unset PARTRAIN_HARDWARE_DIR
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
 cd "$work"
 job=$src/etc/examples/tiny.toml
 
