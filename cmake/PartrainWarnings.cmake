@@ -20,7 +20,3 @@ if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND CMAKE_CXX_COMPILER_VERSION VERSION_G
 endif()
 target_compile_options(partrain_warnings INTERFACE
   "$<$<AND:$<COMPILE_LANGUAGE:CXX>,$<CONFIG:Release>>:${PARTRAIN_RELEASE_CXX_WARNING_FLAGS}>")
-if(PARTRAIN_SANITIZE)
-  add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
-  add_link_options(-fsanitize=address,undefined)
-endif()

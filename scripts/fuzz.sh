@@ -6,21 +6,18 @@
 #
 #   bash scripts/fuzz.sh [BUILD_DIR] [SECONDS_PER_TARGET] [TARGET...]
 #
-# BUILD_DIR defaults to build-fuzz; it is configured and built here when it holds no
-# fuzz_all yet (clang, -DPARTRAIN_FUZZ=ON). CI runs every target for a few seconds; run
-# longer (e.g. 600) by hand or from cron: new inputs are kept in BUILD_DIR/fuzz-corpus/,
-# never in the tree.
+# BUILD_DIR defaults to build-san, the sanitizer tree that the sanitized unit tests share
+# (scripts/sanitize.sh); it is configured here when it is not yet, and fuzz_all is built.
+# CI runs every target for a few seconds; run longer (e.g. 600) by hand or from cron: new
+# inputs are kept in BUILD_DIR/fuzz-corpus/, never in the tree.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-build=${1:-build-fuzz}
+build=${1:-build-san}
 seconds=${2:-30}
 shift $(( $# > 2 ? 2 : $# )) || true
 targets=("$@")
 
-if [ ! -f "$build/build.ninja" ]; then
-  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \
-        -DCMAKE_CXX_COMPILER=clang++ -DPARTRAIN_FUZZ=ON >/dev/null
-fi
+bash scripts/sanitize.sh --configure "$build"
 cmake --build "$build" --target fuzz_all -j "$(nproc)" >/dev/null
 # Every target tests/fuzz builds (one fuzz_*.cc each), and each must have its seed corpus:
 # a target left without one would otherwise never run here or in CI.
