@@ -96,7 +96,8 @@ PARTRAIN_RUN_DIR=$work/run PARTRAIN_CHECKPOINT_EVERY=2 "$partrain" run "$job" --
   || fail "run: $(tail -3 "$work/run.txt")"
 grep -qE '^step +2/4 .*checkpoint: .*writing in the background' "$work/run.txt" \
   || fail "step 2 line: $(grep -E '^step +2/' "$work/run.txt")"
-grep -q '0\.0 MB/s' "$work/run.txt" && fail "a save reported 0.0 MB/s: $(grep 'MB/s' "$work/run.txt")"
+# (A rate of 0.0 itself, not one that ends in it such as 630.0.)
+grep -qE '(^|[^0-9.])0\.0 MB/s' "$work/run.txt" && fail "a save reported 0.0 MB/s: $(grep 'MB/s' "$work/run.txt")"
 grep -q '"save_mb_s":0\.0' "$work/run/metrics.jsonl" && fail "metrics.jsonl has save_mb_s 0.0"
 
 # Threads: --threads, else OMP_NUM_THREADS, else the CPUs the process may use.
