@@ -655,9 +655,11 @@ Status validate_layout(const JobConfig& job, int world) {
 }
 
 Status check_stage_layers(const JobConfig& job) {
-  if (job.stage_layers.empty()) return Status::ok();
   const ParallelSpec& s = job.parallelism;
   const int stages = s.pp * s.virtual_stages;
+  // Without a pipeline there is one stage and nothing to split: the key is not used, so one
+  // job file serves its pipeline layouts and a run on one rank or on dp alike.
+  if (job.stage_layers.empty() || stages == 1) return Status::ok();
   int sum = 0;
   for (int n : job.stage_layers) sum += n;
   if (static_cast<int>(job.stage_layers.size()) != stages || sum != job.model.layers) {
