@@ -46,6 +46,17 @@ KeyRule<JobDraft> integer_item(const std::string& key, const std::string& prefix
           }};
 }
 
+// [parallelism] KEY = "NAME": the spec item KEY=NAME (sched, cpimpl, grad).
+KeyRule<JobDraft> string_item(const std::string& key) {
+  return {"parallelism", key,
+          [key](const toml::node& node, JobDraft* d, const Source&) -> Status {
+            auto v = detail::read_string(node);
+            if (!v) return v.status();
+            d->items[key] = key + "=" + *v;
+            return Status::ok();
+          }};
+}
+
 #define FIELD(expr) [](JobDraft& d) -> auto& { return d.job.expr; }
 
 // [[data.sources]]: an array of tables {name, files, weight}.
@@ -198,27 +209,9 @@ const std::vector<KeyRule<JobDraft>>& job_rules() {
          d->job.stage_layers.assign(v->begin(), v->end());
          return Status::ok();
        }},
-      {"parallelism", "sched",
-       [](const toml::node& node, JobDraft* d, const Source&) -> Status {
-         auto v = detail::read_string(node);
-         if (!v) return v.status();
-         d->items["sched"] = "sched=" + *v;
-         return Status::ok();
-       }},
-      {"parallelism", "cpimpl",
-       [](const toml::node& node, JobDraft* d, const Source&) -> Status {
-         auto v = detail::read_string(node);
-         if (!v) return v.status();
-         d->items["cpimpl"] = "cpimpl=" + *v;
-         return Status::ok();
-       }},
-      {"parallelism", "grad",
-       [](const toml::node& node, JobDraft* d, const Source&) -> Status {
-         auto v = detail::read_string(node);
-         if (!v) return v.status();
-         d->items["grad"] = "grad=" + *v;
-         return Status::ok();
-       }},
+      string_item("sched"),
+      string_item("cpimpl"),
+      string_item("grad"),
       integer_item("mb", "mb=", at_least(1)),
 
       detail::string_key<JobDraft>("checkpoint", "dir", FIELD(checkpoint.dir)),

@@ -130,7 +130,7 @@ TEST_F(Runtime, GradientPluginMistakesAreUsageErrors) {
   }
 }
 
-TEST_F(Runtime, PowerSgdTrainsLikeDataParallelOnAQuarterOfTheBytes) {
+TEST_F(Runtime, PowerSgdTrainsLikeDataParallelOnATwentyFourthOfTheBytes) {
   const ReferenceRun one = one_rank(job_copy(kTiny, dir_, "one.toml", ""), kSteps);
   const std::string job = job_copy(kTiny, dir_, "powersgd.toml",
                                    "[plugins.powersgd]\nrank = 4\nwarmup_steps = " + std::to_string(kWarmup) + "\n");
